@@ -1,0 +1,68 @@
+/*-------------------------------------------------------------------------
+ *
+ * nvm_smgr.h
+ *	  pgnvm: storage manager that reads and writes relation data through
+ *	  memory mappings of the segment files (persistent memory, DAX, tmpfs).
+ *
+ * The storage engine is chosen at server start with nvm_storage_engine:
+ *
+ *	base	stock PostgreSQL: every relation uses md.c (read()/write(), AIO).
+ *	se1		"MemMapped layer": the main fork of permanent relations is read
+ *			and written with memcpy() through a per-process MAP_SHARED
+ *			mapping of each 1 GB segment; everything else is md.c's.
+ *	se2		"PtrRedirection layer" (not yet available).
+ *
+ * See docs/storage-engines.md in the pgnvm repository for the invariants.
+ *
+ * src/include/storage/nvm_smgr.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef NVM_SMGR_H
+#define NVM_SMGR_H
+
+#include "storage/aio_types.h"
+#include "storage/block.h"
+#include "storage/relfilelocator.h"
+#include "storage/smgr.h"
+#include "utils/guc.h"
+
+/* values of nvm_storage_engine */
+typedef enum NvmStorageEngine
+{
+	NVM_ENGINE_BASE = 0,
+	NVM_ENGINE_SE1,
+	NVM_ENGINE_SE2,
+} NvmStorageEngine;
+
+extern PGDLLIMPORT int nvm_storage_engine;
+extern PGDLLIMPORT const struct config_enum_entry nvm_storage_engine_options[];
+
+extern bool check_nvm_storage_engine(int *newval, void **extra, GucSource source);
+
+/* Does smgropen() give this relation to nvm_smgr.c rather than md.c? */
+static inline bool
+nvm_smgr_handles(ProcNumber backend)
+{
+	/* temporary relations live in local buffers: always md.c */
+	return nvm_storage_engine != NVM_ENGINE_BASE &&
+		backend == INVALID_PROC_NUMBER;
+}
+
+/* f_smgr callbacks; those not listed are md.c's own */
+extern void nvm_open(SMgrRelation reln);
+extern void nvm_close(SMgrRelation reln, ForkNumber forknum);
+extern void nvm_readv(SMgrRelation reln, ForkNumber forknum,
+					  BlockNumber blocknum, void **buffers, BlockNumber nblocks);
+extern void nvm_startreadv(PgAioHandle *ioh,
+						   SMgrRelation reln, ForkNumber forknum,
+						   BlockNumber blocknum,
+						   void **buffers, BlockNumber nblocks);
+extern void nvm_writev(SMgrRelation reln, ForkNumber forknum,
+					   BlockNumber blocknum,
+					   const void **buffers, BlockNumber nblocks,
+					   bool skipFsync);
+extern void nvm_truncate(SMgrRelation reln, ForkNumber forknum,
+						 BlockNumber curnblk, BlockNumber nblocks);
+
+#endif							/* NVM_SMGR_H */
