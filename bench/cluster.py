@@ -1,0 +1,660 @@
+"""PostgreSQL clusters managed by pgnvm.
+
+A cluster is described by a :class:`ClusterSpec` and saved in
+``$PGNVM_HOME/clusters/<name>/spec.json``; that directory also holds the server log
+(``postgres.log``) and the unix socket. The data directory lives on the chosen storage:
+
+* ``nvm``: a tmpfs mounted by pgnvm (as root) at ``/mnt/pgnvm/nvm`` (4 KiB pages) or
+  ``/mnt/pgnvm/nvm-huge`` (``huge=always``), sized at 75% of RAM. When it cannot be mounted
+  (not root, or huge pages unavailable) the fallback is ``/dev/shm/pgnvm-<user>``, with a
+  notice. Datadir = ``<root>/<name>/data``.
+* ``disk``: ``$PGNVM_HOME/disk/<name>/data``.
+* ``data_root`` (API only) overrides both: datadir = ``<data_root>/data``.
+
+Every server setting pgnvm manages is written to ``<datadir>/pgnvm.conf``, which
+``postgresql.conf`` includes at its end (``ALTER SYSTEM`` still overrides it). The engine is
+also given to initdb (``-c nvm_storage_engine=...``) so bootstrap runs with it; for engine
+``base`` the setting is not written at all, so ``base`` works on a stock build too.
+
+``init`` on an existing cluster: a change of port/settings/flavour is applied in place
+(restart to take effect); a change of engine, storage, huge or data_root needs ``force=True``
+(re-initdb: the data is lost).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from bench import osuser, paths, ui
+
+ENGINES: tuple[str, ...] = ("base", "se1", "se2")
+STORAGES: tuple[str, ...] = ("nvm", "disk")
+SUPERUSER = "pgnvm"
+NVM_MOUNT = Path("/mnt/pgnvm/nvm")
+NVM_HUGE_MOUNT = Path("/mnt/pgnvm/nvm-huge")
+NVM_FRACTION = 0.75  # tmpfs size as a fraction of RAM
+CONF_NAME = "pgnvm.conf"
+INCLUDE_LINE = f"include '{CONF_NAME}'  # added by pgnvm: settings managed by bench/cluster.py"
+SPEC_FILE = "spec.json"
+LOG_FILE = "postgres.log"
+STATE_VERSION = 1
+#: Settings pgnvm derives from the spec: setting them via `settings` is refused.
+MANAGED_SETTINGS = {"port", "unix_socket_directories", "nvm_storage_engine"}
+#: Spec fields whose change needs a fresh initdb.
+REINIT_FIELDS = ("engine", "storage", "huge", "data_root")
+START_TIMEOUT = 300  # seconds (pg_ctl -t); crash recovery on big data can be slow
+_GUC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+_SUN_PATH_MAX = 107  # sizeof(sockaddr_un.sun_path) - 1
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+@dataclass
+class ClusterSpec:
+    name: str = "default"
+    engine: str = "base"  # base | se1 | se2 (nvm_storage_engine)
+    storage: str = "nvm"  # nvm | disk
+    port: int = 5440
+    flavour: str = "release"  # which install to use
+    huge: bool = False  # nvm on a tmpfs mounted with huge=always
+    settings: dict[str, str] = field(default_factory=dict)  # extra GUCs
+    data_root: str | None = None  # explicit parent directory of the data dir
+
+    def validate(self) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", self.name):
+            raise ClusterError(f"bad cluster name {self.name!r} (letters, digits, _ . -)")
+        if self.engine not in ENGINES:
+            raise ClusterError(f"unknown engine {self.engine!r} (one of {', '.join(ENGINES)})")
+        if self.storage not in STORAGES:
+            raise ClusterError(f"unknown storage {self.storage!r} (one of {', '.join(STORAGES)})")
+        if self.flavour not in paths.FLAVOURS:
+            raise ClusterError(f"unknown flavour {self.flavour!r}")
+        if not 1 <= int(self.port) <= 65535:
+            raise ClusterError(f"bad port {self.port}")
+        if self.huge and self.storage != "nvm":
+            raise ClusterError("--huge only applies to storage nvm")
+        for k in self.settings:
+            if not _GUC_NAME.match(k):
+                raise ClusterError(f"bad setting name {k!r}")
+            if k in MANAGED_SETTINGS:
+                raise ClusterError(
+                    f"setting {k!r} is derived from the spec; use --port / --engine instead"
+                )
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> ClusterSpec:
+        known = {f.name for f in fields(cls)}
+        spec = cls(**{k: v for k, v in doc.items() if k in known})
+        spec.port = int(spec.port)
+        spec.huge = bool(spec.huge)
+        spec.settings = {str(k): str(v) for k, v in (spec.settings or {}).items()}
+        return spec
+
+
+def parse_setting(text: str) -> tuple[str, str]:
+    """'name=value' -> (name, value); the value may be empty or contain '='."""
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    if not sep or not _GUC_NAME.match(name):
+        raise ClusterError(f"bad setting {text!r}: expected name=value")
+    return name, value.strip()
+
+
+def quote_value(value: str) -> str:
+    """A postgresql.conf string literal."""
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def needs_reinit(old: ClusterSpec, new: ClusterSpec) -> list[str]:
+    """Spec fields that differ and cannot be changed without a new initdb."""
+    return [f for f in REINIT_FIELDS if getattr(old, f) != getattr(new, f)]
+
+
+def socket_dir_for(state_dir: Path) -> Path:
+    """Unix socket directory: the cluster's state dir, unless that path is too long for a
+    socket (108 bytes incl. '/.s.PGSQL.NNNNN'), then a short /tmp dir derived from it."""
+    if len(str(state_dir)) + len("/.s.PGSQL.65535") <= _SUN_PATH_MAX:
+        return state_dir
+    h = hashlib.sha256(str(state_dir).encode()).hexdigest()[:12]
+    return Path("/tmp") / f"pgnvm-sock-{h}"
+
+
+def render_conf(spec: ClusterSpec, socket_dir: Path) -> str:
+    """Content of <datadir>/pgnvm.conf."""
+    lines = [
+        "# Managed by pgnvm (bench/cluster.py); rewritten by `pgnvm cluster init`. Do not edit.",
+        f"# cluster {spec.name}: engine={spec.engine} storage={spec.storage}"
+        f"{' huge' if spec.huge else ''} flavour={spec.flavour}",
+        f"port = {int(spec.port)}",
+        "listen_addresses = '127.0.0.1'",
+        f"unix_socket_directories = {quote_value(str(socket_dir))}",
+        "logging_collector = off",
+    ]
+    if spec.engine != "base":
+        lines.append(f"nvm_storage_engine = {quote_value(spec.engine)}")
+    if spec.settings:
+        lines.append("# extra settings (-c name=value)")
+        lines += [f"{k} = {quote_value(v)}" for k, v in spec.settings.items()]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- storage
+
+
+def _mem_total_bytes() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 4 << 30
+
+
+def _mount_options(path: Path) -> str | None:
+    r = subprocess.run(["findmnt", "-n", "-o", "FSTYPE,OPTIONS", "--mountpoint", str(path)],
+                       capture_output=True, text=True, check=False)
+    if r.returncode != 0 or not r.stdout.strip():
+        return None
+    return r.stdout.strip()
+
+
+def huge_shmem_denied() -> bool:
+    try:
+        text = Path("/sys/kernel/mm/transparent_hugepage/shmem_enabled").read_text()
+    except OSError:
+        return True  # no THP at all
+    return "[deny]" in text
+
+
+def fallback_nvm_root() -> Path:
+    return Path("/dev/shm") / f"pgnvm-{osuser.current_user()}"
+
+
+def default_nvm_root(huge: bool) -> Path:
+    """The nvm storage root pgnvm would use, without mounting anything."""
+    if osuser.is_root():
+        return NVM_HUGE_MOUNT if huge else NVM_MOUNT
+    return fallback_nvm_root()
+
+
+def ensure_nvm_root(huge: bool) -> Path:
+    """Mount (as root, if not yet mounted) and return the nvm storage root."""
+    mnt = NVM_HUGE_MOUNT if huge else NVM_MOUNT
+    if not osuser.is_root():
+        root = fallback_nvm_root()
+        ui.notice(f"not root: cannot mount a tmpfs at {mnt}; using {root} instead"
+                  + (" (huge pages NOT guaranteed)" if huge else ""))
+        return root
+    if huge and huge_shmem_denied():
+        root = fallback_nvm_root()
+        ui.notice(f"huge pages for tmpfs are unavailable on this kernel; using {root}")
+        return root
+    opts = _mount_options(mnt)
+    if opts is not None:
+        if not opts.startswith("tmpfs"):
+            raise ClusterError(f"{mnt} is mounted but not a tmpfs ({opts})")
+        if huge and "huge=always" not in opts:
+            raise ClusterError(f"{mnt} is mounted without huge=always ({opts}); umount it")
+        return mnt
+    size_mb = int(_mem_total_bytes() * NVM_FRACTION) >> 20
+    o = f"size={size_mb}m,mode=0755,huge={'always' if huge else 'never'}"
+    mnt.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", o, "pgnvm-nvm", str(mnt)],
+                       capture_output=True, text=True, check=False)
+    if r.returncode != 0:
+        root = fallback_nvm_root()
+        ui.notice(f"mount -t tmpfs -o {o} at {mnt} failed ({r.stderr.strip()}); using {root}")
+        return root
+    ui.info(f"mounted tmpfs at {mnt} ({o})")
+    return mnt
+
+
+def default_datadir(spec: ClusterSpec) -> Path:
+    if spec.data_root:
+        return Path(spec.data_root) / "data"
+    if spec.storage == "disk":
+        return paths.disk_dir(spec.name) / "data"
+    return default_nvm_root(spec.huge) / spec.name / "data"
+
+
+def resolve_datadir(spec: ClusterSpec) -> Path:
+    """Like :func:`default_datadir`, but mounts the nvm tmpfs / falls back as needed."""
+    if spec.data_root or spec.storage == "disk":
+        return default_datadir(spec)
+    return ensure_nvm_root(spec.huge) / spec.name / "data"
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def _proc_cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie is not alive for our purposes
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == pid:
+            out.append(int(d.name))
+    return out
+
+
+def read_pidfile(datadir: Path) -> int | None:
+    try:
+        first = (datadir / "postmaster.pid").read_text().splitlines()[0]
+        return int(first.strip())
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+# registry of clusters started by this process: stopped on Ctrl-C / SIGTERM
+_started: dict[str, Cluster] = {}
+
+
+def stop_started(mode: str = "immediate") -> list[str]:
+    """Stop every cluster this process started and has not stopped (signal cleanup)."""
+    names = []
+    for name, c in list(_started.items()):
+        try:
+            if c.is_running():
+                ui.info(f"stopping cluster {name} (started by this command)")
+                c.stop(mode)
+                names.append(name)
+        except Exception as e:  # best effort during cleanup
+            ui.error(f"could not stop {name}: {e}")
+        _started.pop(name, None)
+    return names
+
+
+# --------------------------------------------------------------------------- Cluster
+
+
+class Cluster:
+    def __init__(self, spec: ClusterSpec, datadir: Path | None = None) -> None:
+        spec.validate()
+        self.spec = spec
+        self.datadir: Path = Path(datadir) if datadir else default_datadir(spec)
+        self.bindir: Path = paths.install_dir(spec.flavour) / "bin"
+
+    def __repr__(self) -> str:
+        return f"Cluster({self.spec.name!r}, {self.datadir})"
+
+    # ---- state
+
+    @property
+    def state_dir(self) -> Path:
+        return paths.cluster_dir(self.spec.name)
+
+    @property
+    def socket_dir(self) -> Path:
+        return socket_dir_for(self.state_dir)
+
+    @staticmethod
+    def state_file(name: str) -> Path:
+        return paths.cluster_dir(name) / SPEC_FILE
+
+    @classmethod
+    def exists(cls, name: str) -> bool:
+        return cls.state_file(name).is_file()
+
+    @classmethod
+    def load(cls, name: str) -> Cluster:
+        path = cls.state_file(name)
+        try:
+            doc = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise ClusterError(
+                f"no cluster {name!r} ({path} missing); run ./pgnvm cluster init --name {name}"
+            ) from None
+        spec = ClusterSpec.from_json(doc["spec"])
+        return cls(spec, Path(doc["datadir"]) if doc.get("datadir") else None)
+
+    @classmethod
+    def all(cls) -> list[Cluster]:
+        out = []
+        root = paths.clusters_dir()
+        if root.is_dir():
+            for d in sorted(root.iterdir()):
+                if (d / SPEC_FILE).is_file():
+                    try:
+                        out.append(cls.load(d.name))
+                    except (ClusterError, ValueError, KeyError, TypeError) as e:
+                        ui.notice(f"ignoring broken cluster state {d}: {e}")
+        return out
+
+    def save(self) -> None:
+        osuser.ensure_dir(self.state_dir)
+        doc = {"version": STATE_VERSION, "spec": self.spec.to_json(), "datadir": str(self.datadir)}
+        tmp = self.state_file(self.spec.name).with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, self.state_file(self.spec.name))
+
+    # ---- paths
+
+    def bin(self, name: str) -> Path:
+        return self.bindir / name
+
+    def logfile(self) -> Path:
+        return self.state_dir / LOG_FILE
+
+    def conninfo(self, dbname: str = "postgres") -> str:
+        return f"host={self.socket_dir} port={self.spec.port} user={SUPERUSER} dbname={dbname}"
+
+    def env(self) -> dict[str, str]:
+        """Environment for client tools (psql, pgbench, pg_regress ...) to reach this cluster."""
+        e = dict(os.environ)
+        e.update(
+            PGHOST=str(self.socket_dir),
+            PGPORT=str(self.spec.port),
+            PGUSER=SUPERUSER,
+            PGDATABASE="postgres",
+            PGDATA=str(self.datadir),
+            PATH=f"{self.bindir}{os.pathsep}{e.get('PATH', '/usr/bin:/bin')}",
+        )
+        return e
+
+    # ---- queries
+
+    def is_initialized(self) -> bool:
+        return (self.datadir / "PG_VERSION").is_file()
+
+    def pid(self) -> int | None:
+        """PID of the running postmaster, or None."""
+        pid = read_pidfile(self.datadir)
+        if pid is None or not _alive(pid):
+            return None
+        cmd = _proc_cmdline(pid)
+        if cmd and "postgres" not in Path(cmd[0]).name:
+            return None  # pid reused by something else
+        return pid
+
+    def is_running(self) -> bool:
+        return self.pid() is not None
+
+    def status(self) -> dict[str, Any]:
+        pid = self.pid()
+        return {
+            "name": self.spec.name,
+            "engine": self.spec.engine,
+            "storage": self.spec.storage,
+            "huge": self.spec.huge,
+            "port": self.spec.port,
+            "flavour": self.spec.flavour,
+            "settings": dict(self.spec.settings),
+            "running": pid is not None,
+            "pid": pid,
+            "initialized": self.is_initialized(),
+            "datadir": str(self.datadir),
+            "socket_dir": str(self.socket_dir),
+            "logfile": str(self.logfile()),
+            "conninfo": self.conninfo(),
+        }
+
+    # ---- lifecycle
+
+    def _check_built(self) -> None:
+        if not self.bin("postgres").is_file():
+            raise ClusterError(
+                f"PostgreSQL flavour {self.spec.flavour!r} is not built ({self.bindir}); "
+                f"run ./pgnvm build --flavour {self.spec.flavour}"
+            )
+
+    def _write_conf(self) -> None:
+        conf = self.datadir / "postgresql.conf"
+        text = conf.read_text()
+        if INCLUDE_LINE not in text:
+            with open(conf, "a") as f:
+                f.write(("" if text.endswith("\n") else "\n") + INCLUDE_LINE + "\n")
+        target = self.datadir / CONF_NAME
+        target.write_text(render_conf(self.spec, self.socket_dir))
+        osuser.chown_to_server(target)
+        os.chmod(target, 0o600)
+
+    def _prepare_dirs(self) -> None:
+        osuser.ensure_server_user()
+        osuser.ensure_dir(paths.clusters_dir())
+        osuser.ensure_dir(self.state_dir)
+        osuser.chown_to_server(self.state_dir)
+        osuser.ensure_dir(self.socket_dir)
+
+    def init(self, force: bool = False) -> None:
+        """initdb (if needed) and write settings; starts nothing."""
+        self._check_built()
+        self._prepare_dirs()
+        saved: Cluster | None = None
+        if self.exists(self.spec.name):
+            with contextlib.suppress(ClusterError, ValueError, KeyError, TypeError):
+                saved = Cluster.load(self.spec.name)
+        if saved is not None and saved.is_initialized():
+            changed = needs_reinit(saved.spec, self.spec)
+            if not force and not changed:
+                self.datadir = saved.datadir
+                self._write_conf()
+                self.save()
+                msg = f"cluster {self.spec.name}: settings updated in {self.datadir}"
+                if self.is_running():
+                    msg += " (running: restart to apply)"
+                ui.info(msg)
+                return
+            if not force:
+                raise ClusterError(
+                    f"cluster {self.spec.name} exists with a different "
+                    f"{', '.join(changed)} ({', '.join(f'{f}={getattr(saved.spec, f)}' for f in changed)}); "
+                    "pass --force to re-initdb (destroys its data) or destroy it first"
+                )
+            saved.stop("immediate")
+            _remove_datadir(saved.datadir, remove_parent=not saved.spec.data_root)
+        if self.is_running():
+            self.stop("immediate")
+
+        self.datadir = resolve_datadir(self.spec)
+        if self.datadir.exists():
+            _remove_datadir(self.datadir, remove_parent=False)
+        osuser.ensure_dir(self.datadir.parent)
+        osuser.chown_to_server(self.datadir.parent)
+        cmd = [
+            str(self.bin("initdb")), "-D", str(self.datadir), "-U", SUPERUSER,
+            "--data-checksums", "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync",
+        ]
+        if self.spec.engine != "base":
+            cmd += ["-c", f"nvm_storage_engine={self.spec.engine}"]
+        ui.step(f"initdb {self.spec.name} (engine={self.spec.engine}, storage={self.spec.storage}"
+                f"{', huge' if self.spec.huge else ''}) in {self.datadir}")
+        r = osuser.run_pg(cmd, capture_output=True, text=True, check=False)
+        if r.returncode != 0:
+            raise ClusterError(f"initdb failed (exit {r.returncode}):\n{r.stdout}{r.stderr}")
+        self._write_conf()
+        self.save()
+
+    def _pg_ctl(self, *args: str, check: bool = False) -> subprocess.CompletedProcess:
+        return osuser.run_pg([str(self.bin("pg_ctl")), "-D", str(self.datadir), *args],
+                             capture_output=True, text=True, check=check)
+
+    def _clear_stale(self) -> None:
+        pid = self.pid()
+        if pid is not None:
+            ui.notice(f"cluster {self.spec.name}: a server is already running (pid {pid}); "
+                      "stopping it (immediate)")
+            self._stop_pid(pid, "immediate")
+        if not port_in_use(self.spec.port):
+            return
+        for other in Cluster.all():
+            if other.spec.port == self.spec.port and other.is_running():
+                ui.notice(f"port {self.spec.port} is used by cluster {other.spec.name} "
+                          f"(pid {other.pid()}); stopping it (immediate)")
+                other.stop("immediate")
+        for _ in range(50):
+            if not port_in_use(self.spec.port):
+                return
+            time.sleep(0.1)
+        raise ClusterError(f"port {self.spec.port} is in use by a process that is not a pgnvm "
+                           "cluster; pick another --port")
+
+    def start(self, wait: bool = True) -> None:
+        """pg_ctl start (-w); stale servers on the same datadir or port are stopped first."""
+        self._check_built()
+        if not self.is_initialized():
+            raise ClusterError(f"cluster {self.spec.name} is not initialized ({self.datadir}); "
+                               f"run ./pgnvm cluster init --name {self.spec.name}")
+        self._prepare_dirs()
+        self._clear_stale()
+        log = self.logfile()
+        if not log.exists():
+            log.touch()
+            osuser.chown_to_server(log)
+        offset = log.stat().st_size
+        _started[self.spec.name] = self
+        r = self._pg_ctl("start", "-w" if wait else "-W", "-t", str(START_TIMEOUT), "-l", str(log))
+        if r.returncode != 0:
+            ui.show_tail(log, 40, offset)
+            if not self.is_running():
+                _started.pop(self.spec.name, None)
+            raise ClusterError(f"pg_ctl start failed for cluster {self.spec.name} "
+                               f"(exit {r.returncode}): {r.stdout}{r.stderr}".rstrip())
+
+    def _stop_pid(self, pid: int, mode: str) -> None:
+        r = self._pg_ctl("stop", "-m", mode, "-w", "-t", str(START_TIMEOUT))
+        if r.returncode != 0 and _alive(pid):
+            if mode != "immediate":
+                r = self._pg_ctl("stop", "-m", "immediate", "-w", "-t", "60")
+            if _alive(pid):
+                ui.notice(f"pg_ctl stop failed ({r.stderr.strip()}); killing pid {pid}")
+                self.kill9()
+
+    def stop(self, mode: str = "fast") -> None:
+        """pg_ctl stop -m <mode> (smart|fast|immediate); no-op when not running."""
+        pid = self.pid()
+        if pid is not None:
+            self._stop_pid(pid, mode)
+        _started.pop(self.spec.name, None)
+
+    def kill9(self) -> None:
+        """Simulated crash: SIGKILL the postmaster, then every remaining child of it."""
+        pid = self.pid()
+        if pid is None:
+            return
+        try:
+            os.kill(pid, signal.SIGSTOP)  # freeze: no new children while we look
+        except ProcessLookupError:
+            return
+        kids = _children(pid)
+        for p in [pid, *kids]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_alive(p) for p in [pid, *kids]):
+            time.sleep(0.02)
+        _started.pop(self.spec.name, None)
+
+    def psql(self, *args: str, dbname: str = "postgres", check: bool = True,
+             capture: bool = True) -> subprocess.CompletedProcess:
+        """Run psql against the cluster (as the server user). With ``capture`` (default) the
+        output is returned as text in ``.stdout``/``.stderr``; ``check`` raises
+        CalledProcessError on failure (ON_ERROR_STOP is set)."""
+        cmd = [str(self.bin("psql")), "-X", "-v", "ON_ERROR_STOP=1",
+               "-h", str(self.socket_dir), "-p", str(self.spec.port), "-U", SUPERUSER,
+               "-d", dbname, *args]
+        if capture:
+            return osuser.run_pg(cmd, capture_output=True, text=True, check=check)
+        return osuser.run_pg(cmd, check=check)
+
+    def destroy(self) -> None:
+        """Stop (immediate) and remove the data directory and the cluster state."""
+        self.stop("immediate")
+        _remove_datadir(self.datadir, remove_parent=not self.spec.data_root)
+        if self.socket_dir != self.state_dir:
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+
+
+def _remove_datadir(datadir: Path, remove_parent: bool = True) -> None:
+    shutil.rmtree(datadir, ignore_errors=True)
+    if remove_parent:
+        # remove the per-cluster parent (<storage root>/<name>) if we left it empty
+        with contextlib.suppress(OSError):
+            datadir.parent.rmdir()
+
+
+def stop_all(mode: str = "fast") -> list[str]:
+    """Stop every cluster under PGNVM_HOME/clusters that is running; returns their names."""
+    stopped = []
+    for c in Cluster.all():
+        if c.is_running():
+            ui.info(f"stopping cluster {c.spec.name} (pid {c.pid()})")
+            c.stop(mode)
+            stopped.append(c.spec.name)
+    return stopped
+
+
+@contextlib.contextmanager
+def managed(cluster: Cluster, mode: str = "fast") -> Iterator[Cluster]:
+    """Start ``cluster`` (if not running) for the duration of the block; stop it afterwards,
+    also on exceptions and Ctrl-C."""
+    if not cluster.is_running():
+        cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop(mode)
+
+
+def release(cluster: Cluster) -> None:
+    """Forget that this process started ``cluster``: it is meant to outlive the command (e.g.
+    ``pgnvm cluster start``), so Ctrl-C / SIGTERM cleanup must not stop it."""
+    _started.pop(cluster.spec.name, None)

@@ -1,0 +1,84 @@
+"""Where pgnvm keeps things.
+
+``PGNVM_HOME`` is ``$PGNVM_HOME`` if set, else ``/var/lib/pgnvm`` when running as root, else
+``~/.cache/pgnvm``. It is re-read on every access (``paths.PGNVM_HOME`` is a module-level
+attribute computed on demand), so tests and sub-tools can point it elsewhere via the
+environment. Layout::
+
+    $PGNVM_HOME/
+        src/                 Debian source download cache (postgresql-18_*.orig.tar.*)
+        build/<flavour>/     extracted, patched, configured tree (+ build.log, .pgnvm/ stamps)
+        install/<flavour>/   install prefix (bin/, lib/, share/)
+        venv/                Python virtualenv made by ./pgnvm
+        clusters/<name>/     cluster state: spec.json, server log, unix socket
+        disk/<name>/         data directories of clusters with storage=disk
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+#: Root of the git repository (the directory holding ./pgnvm and bench/).
+REPO_ROOT: Path = Path(__file__).resolve().parent.parent
+#: Patches applied in sorted order on top of the upstream tarball.
+PATCHES_DIR: Path = REPO_ROOT / "postgres" / "patches"
+#: Files copied over the tree's src/ (postgres/src/X -> <tree>/src/X).
+OVERLAY_DIR: Path = REPO_ROOT / "postgres" / "src"
+
+FLAVOURS: tuple[str, ...] = ("release", "check")
+
+
+def pgnvm_home() -> Path:
+    env = os.environ.get("PGNVM_HOME")
+    if env:
+        return Path(env).expanduser().absolute()
+    if os.geteuid() == 0:
+        return Path("/var/lib/pgnvm")
+    return Path.home() / ".cache" / "pgnvm"
+
+
+def __getattr__(name: str) -> Path:
+    # PEP 562: `paths.PGNVM_HOME` always reflects the current environment.
+    if name == "PGNVM_HOME":
+        return pgnvm_home()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def src_dir() -> Path:
+    return pgnvm_home() / "src"
+
+
+def _check_flavour(flavour: str) -> str:
+    if flavour not in FLAVOURS:
+        raise ValueError(f"unknown flavour {flavour!r} (expected one of {', '.join(FLAVOURS)})")
+    return flavour
+
+
+def build_dir(flavour: str) -> Path:
+    return pgnvm_home() / "build" / _check_flavour(flavour)
+
+
+def install_dir(flavour: str) -> Path:
+    return pgnvm_home() / "install" / _check_flavour(flavour)
+
+
+def venv_dir() -> Path:
+    return pgnvm_home() / "venv"
+
+
+def clusters_dir() -> Path:
+    return pgnvm_home() / "clusters"
+
+
+def cluster_dir(name: str) -> Path:
+    return clusters_dir() / name
+
+
+def disk_root() -> Path:
+    """Storage root of clusters with storage=disk (datadir = disk_root()/<name>/data)."""
+    return pgnvm_home() / "disk"
+
+
+def disk_dir(name: str) -> Path:
+    return disk_root() / name
