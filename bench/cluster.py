@@ -493,10 +493,10 @@ class Cluster:
                 ui.info(msg)
                 return
             if not force:
+                was = ", ".join(f"{f}={getattr(saved.spec, f)}" for f in changed)
                 raise ClusterError(
-                    f"cluster {self.spec.name} exists with a different "
-                    f"{', '.join(changed)} ({', '.join(f'{f}={getattr(saved.spec, f)}' for f in changed)}); "
-                    "pass --force to re-initdb (destroys its data) or destroy it first"
+                    f"cluster {self.spec.name} exists with a different {', '.join(changed)} "
+                    f"({was}); pass --force to re-initdb (destroys its data) or destroy it first"
                 )
             saved.stop("immediate")
             _remove_datadir(saved.datadir, remove_parent=not saved.spec.data_root)

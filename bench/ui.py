@@ -9,7 +9,7 @@ from pathlib import Path
 try:
     from rich.console import Console
 
-    console: Console | None = Console(stderr=True, highlight=False)
+    console: Console | None = Console(stderr=True, highlight=False, soft_wrap=True)
 except ImportError:  # pragma: no cover - the venv always has rich
     console = None
 
