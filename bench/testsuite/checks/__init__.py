@@ -1,0 +1,1 @@
+"""The individual checks of ``./pgnvm test``; see :mod:`bench.testsuite.registry`."""

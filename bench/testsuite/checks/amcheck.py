@@ -1,0 +1,48 @@
+"""amcheck: pg_amcheck over the databases the suites left behind."""
+
+from __future__ import annotations
+
+from bench.testsuite.context import EngineEnv
+from bench.testsuite.model import CheckFailed
+
+#: What pg_amcheck (PG 18) can check beyond its defaults: all index entries must point at
+#: heap tuples (--heapallindexed), parent/child key relationships (--parent-check, ShareLock),
+#: re-find every tuple from the root (--rootdescend), unique constraints (--checkunique).
+AMCHECK_OPTS = (
+    "--install-missing",
+    "--heapallindexed",
+    "--parent-check",
+    "--rootdescend",
+    "--checkunique",
+)
+
+
+def run_amcheck(env: EngineEnv, databases: list[str], timeout: float, log_name: str) -> str:
+    """pg_amcheck the given databases; it must print nothing and exit 0."""
+    cmd = [env.tool("pg_amcheck"), *AMCHECK_OPTS]
+    for db in databases:
+        cmd += ["-d", db]
+    ran = env.run_tool(cmd, timeout=timeout, log_name=log_name)
+    if ran.returncode != 0 or ran.output.strip():
+        raise CheckFailed(
+            f"pg_amcheck on {', '.join(databases)} exited {ran.returncode}:\n{ran.tail(40)}",
+            [str(env.workdir / log_name)],
+        )
+    return f"pg_amcheck {' '.join(AMCHECK_OPTS)} clean on {', '.join(databases)}"
+
+
+def amcheck(env: EngineEnv, limit: float) -> str:
+    with env.connect() as c:
+        dbs = [
+            r[0]
+            for r in c.execute(
+                "SELECT datname FROM pg_database WHERE datallowconn ORDER BY datname"
+            ).fetchall()
+        ]
+    wanted = [d for d in ("regression", "isolation_regression") if d in dbs]
+    if "regression" not in wanted:
+        raise CheckFailed(
+            "no 'regression' database: amcheck checks what the regress check leaves behind "
+            f"(databases present: {', '.join(dbs)}); run regress first"
+        )
+    return run_amcheck(env, [*wanted, "postgres"], limit, "amcheck.log")

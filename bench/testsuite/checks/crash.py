@@ -1,0 +1,171 @@
+"""crash: kill -9 the server under a write load; every acknowledged commit must survive."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+import time
+
+import psycopg
+
+from bench.testsuite.acks import AckLog, verify_acks
+from bench.testsuite.checks.amcheck import run_amcheck
+from bench.testsuite.context import EngineEnv
+from bench.testsuite.model import CheckFailed
+from bench.testsuite.proc import Background
+
+DB = "crashtest"
+SCALE = 5
+CLIENTS = 4
+ROUNDS = 3
+KILL_AFTER = (3.0, 8.0)
+ROUND_ID_STRIDE = 1_000_000_000  # round r writes ids r*STRIDE+1, r*STRIDE+2, ...
+
+RECOVERY_MARKERS = (
+    "database system was interrupted",
+    "not properly shut down",
+    "redo starts at",
+    "redo done at",
+)
+
+
+def _recorder(
+    env: EngineEnv, log: AckLog, first_id: int, stop: threading.Event, errors: list[BaseException]
+) -> None:
+    """Insert rows with increasing ids in autocommit; acknowledge an id once COMMIT returned."""
+    try:
+        conn = env.connect(DB)
+    except BaseException as e:
+        errors.append(e)
+        return
+    ident = first_id
+    try:
+        with conn:
+            while not stop.is_set():
+                log.sending(ident)
+                conn.execute("INSERT INTO acks (id, at) VALUES (%s, clock_timestamp())", (ident,))
+                log.acknowledge(ident)  # autocommit: execute() returned => COMMIT acknowledged
+                ident += 1
+    except psycopg.Error:
+        pass  # the server was killed under us: expected
+    except BaseException as e:
+        errors.append(e)
+
+
+def _consistency(env: EngineEnv) -> str:
+    with env.connect(DB) as c:
+        row = c.execute("""
+            SELECT (SELECT sum(abalance) FROM pgbench_accounts),
+                   (SELECT sum(tbalance) FROM pgbench_tellers),
+                   (SELECT sum(bbalance) FROM pgbench_branches),
+                   (SELECT coalesce(sum(delta), 0) FROM pgbench_history),
+                   (SELECT count(*) FROM pgbench_history),
+                   (SELECT count(*) FROM pgbench_accounts)""").fetchone()
+    assert row is not None
+    acc, tel, bra, hist, nhist, nacc = row
+    if nacc != SCALE * 100_000:
+        raise CheckFailed(f"pgbench_accounts has {nacc} rows, expected {SCALE * 100_000}")
+    if not (acc == tel == bra == hist):
+        raise CheckFailed(
+            f"pgbench balances inconsistent after recovery: sum(abalance)={acc} "
+            f"sum(tbalance)={tel} sum(bbalance)={bra} sum(delta)={hist}"
+        )
+    if nhist == 0:
+        raise CheckFailed("pgbench_history is empty: the load committed nothing")
+    return f"pgbench consistent: sum(abalance)=sum(delta)={acc} over {nhist} transactions"
+
+
+def crash(env: EngineEnv, limit: float) -> str:
+    rng = random.Random(env.run.seed)
+    with env.connect() as c:
+        c.execute(f"DROP DATABASE IF EXISTS {DB}")
+        c.execute(f"CREATE DATABASE {DB}")
+    ran = env.run_tool(
+        [env.tool("pgbench"), "-i", "-q", "-s", str(SCALE), DB],
+        timeout=300,
+        log_name="crash-pgbench-init.log",
+    )
+    if ran.returncode != 0:
+        raise CheckFailed(f"pgbench -i failed:\n{ran.tail()}")
+    with env.connect(DB) as c:
+        c.execute("CREATE TABLE acks (id bigint PRIMARY KEY, at timestamptz)")
+
+    total_checked = 0
+    notes = []
+    all_acked: list[int] = []
+    for rnd in range(1, ROUNDS + 1):
+        first = rnd * ROUND_ID_STRIDE + 1
+        log = AckLog()
+        stop = threading.Event()
+        errors: list[BaseException] = []
+        bench = Background(
+            [env.tool("pgbench"), "-n", "-c", str(CLIENTS), "-j", "2", "-T", "30", "-P", "1", DB],
+            log=env.workdir / f"crash-pgbench-{rnd}.log",
+            env=env.client_env(),
+            as_server=True,
+        )
+        rec = threading.Thread(target=_recorder, args=(env, log, first, stop, errors), daemon=True)
+        try:
+            rec.start()
+            delay = rng.uniform(*KILL_AFTER)
+            time.sleep(delay)
+            if bench.proc.poll() is not None:
+                raise CheckFailed(f"round {rnd}: pgbench exited early:\n{bench.output()[-2000:]}")
+            if not rec.is_alive():
+                raise CheckFailed(f"round {rnd}: the ack recorder stopped early: {errors}")
+            env.cluster.kill9()
+            stop.set()
+            rec.join(timeout=30)
+            if rec.is_alive():
+                raise CheckFailed(f"round {rnd}: the ack recorder did not notice the crash")
+            if bench.wait(30) is None:
+                raise CheckFailed(f"round {rnd}: pgbench kept running after the crash")
+        finally:
+            stop.set()
+            bench.stop()
+        if errors:
+            raise CheckFailed(f"round {rnd}: ack recorder failed: {errors[0]!r}")
+        acked = log.snapshot()
+        if not acked:
+            raise CheckFailed(f"round {rnd}: no insert was acknowledged in {delay:.1f}s")
+
+        offset = env.log_offset()
+        env.cluster.start()  # crash recovery; raises if the server cannot come back
+        recovery_log = env.log_since(offset)
+        if not any(m in recovery_log for m in RECOVERY_MARKERS):
+            raise CheckFailed(
+                f"round {rnd}: restart after kill -9 shows no crash recovery in the "
+                f"server log:\n{recovery_log[-2000:]}"
+            )
+        with env.connect(DB) as c:
+            present = [
+                r[0]
+                for r in c.execute(
+                    "SELECT id FROM acks WHERE id >= %s", (rnd * ROUND_ID_STRIDE,)
+                ).fetchall()
+            ]
+        verdict = verify_acks(acked, present, first, log.attempted)
+        if not verdict.ok:
+            raise CheckFailed(f"round {rnd} (killed after {delay:.1f}s): {verdict.describe()}")
+        total_checked += verdict.checked
+        all_acked += acked
+        notes.append(
+            f"r{rnd}: kill@{delay:.1f}s {verdict.checked} acked, "
+            f"{len(present) - verdict.checked} unacked-but-committed"
+        )
+
+    # every acknowledged id of every round, once more after all crashes
+    with env.connect(DB) as c:
+        present_all = [r[0] for r in c.execute("SELECT id FROM acks").fetchall()]
+    final = verify_acks(all_acked, present_all, ROUND_ID_STRIDE, (ROUNDS + 1) * ROUND_ID_STRIDE)
+    if not final.ok:
+        raise CheckFailed(f"after {ROUNDS} crashes: {final.describe()}")
+    amc = run_amcheck(env, [DB], max(60.0, limit / 3), "crash-amcheck.log")
+    cons = _consistency(env)
+    with contextlib.suppress(Exception), env.connect() as c:
+        c.execute(f"DROP DATABASE IF EXISTS {DB}")
+    return (
+        f"{ROUNDS} kill -9 rounds (seed {env.run.seed}): {total_checked} acknowledged ids "
+        f"checked, 0 lost ({'; '.join(notes)}); {amc}; {cons}"
+    )

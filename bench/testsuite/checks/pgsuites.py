@@ -1,0 +1,52 @@
+"""regress and isolation: PostgreSQL's own suites against the running test cluster."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from bench.testsuite.context import EngineEnv
+from bench.testsuite.model import CheckFailed
+
+# pg_regress' closing lines: "# All 229 tests passed." / "# 3 of 229 tests failed."
+_SUMMARY_RE = re.compile(r"^#?\s*(All \d+ tests passed\.|\d+ of \d+ tests failed\.)", re.MULTILINE)
+_FAILED_TEST_RE = re.compile(r"^not ok \d+\s+[-+]\s+(\S+)", re.MULTILINE)
+
+
+def _suite(env: EngineEnv, subdir: str, target: str, name: str, timeout: float) -> str:
+    tree = env.run.tree / "src" / "test" / subdir
+    if not tree.is_dir():
+        raise CheckFailed(f"no {tree}: is the check flavour built?")
+    out = env.workdir / name
+    # The server writes into outputdir/results (COPY TO), so it belongs to the server user;
+    # pg_regress creates it (we run it as that user).
+    ran = env.run_tool(
+        ["make", "-s", "-C", str(tree), target, f"EXTRA_REGRESS_OPTS=--outputdir={out}"],
+        timeout=timeout,
+        log_name=f"{name}.log",
+    )
+    summary = _SUMMARY_RE.search(ran.output)
+    diffs = out / "regression.diffs"
+    if ran.returncode != 0 or summary is None or "failed" in summary.group(1):
+        failed = _FAILED_TEST_RE.findall(ran.output)
+        artifacts = [str(env.workdir / f"{name}.log")]
+        msg = summary.group(1) if summary else f"make {target} exited {ran.returncode}"
+        if failed:
+            msg += f" failed: {', '.join(failed[:20])}"
+        if diffs.is_file() and diffs.stat().st_size:
+            saved = env.save_artifact(diffs, f"{name}.regression.diffs")
+            artifacts = [str(saved), *artifacts]
+            msg += f"; diffs: {saved}"
+        else:
+            msg += f"\n{ran.tail(25)}"
+        env.save_artifact(Path(artifacts[-1]), f"{name}.log")
+        raise CheckFailed(msg, artifacts)
+    return summary.group(1)
+
+
+def regress(env: EngineEnv, limit: float) -> str:
+    return _suite(env, "regress", "installcheck-parallel", "regress", limit)
+
+
+def isolation(env: EngineEnv, limit: float) -> str:
+    return _suite(env, "isolation", "installcheck", "isolation", limit)

@@ -1,0 +1,127 @@
+"""strace: in se1+ a sequential scan reads no relation data with pread/preadv.
+
+Acceptance criterion: ``strace -f -e trace=pread64,preadv,preadv2 -y`` of the backend
+running a sequential scan of a table twice the size of shared_buffers shows no read of the
+table's files. IO workers (io_method=worker, the default) read on the backend's behalf, so
+they are traced too. In base the same trace MUST show reads of the table: that control
+proves the check can fail.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import time
+from pathlib import Path
+
+from bench.testsuite.context import EngineEnv
+from bench.testsuite.model import CheckFailed
+from bench.testsuite.proc import Background
+
+SYSCALLS = "pread64,preadv,preadv2"
+# e.g. "12345 pread64(7</mnt/pgnvm/nvm/x/data/base/5/16384>, ..., 8192, 0) = 8192"
+_READ_RE = re.compile(r"\b(pread64|preadv2?)\((\d+)<([^>]*)>")
+
+
+def relation_reads(trace: str, relfile: str) -> list[str]:
+    """Trace lines that read ``relfile`` (the file or any of its segments ``relfile.N``)."""
+    out = []
+    for line in trace.splitlines():
+        m = _READ_RE.search(line)
+        if not m:
+            continue
+        path = m.group(3)
+        if path == relfile or path.startswith(relfile + "."):
+            out.append(line)
+    return out
+
+
+def _wait_attached(log: Path, pids: list[int], timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = log.read_text(errors="replace") if log.exists() else ""
+        if sum(f"Process {p} attached" in text for p in pids) >= len(pids):
+            return
+        time.sleep(0.1)
+    raise CheckFailed(
+        f"strace did not attach to {pids} within {timeout}s:\n"
+        f"{log.read_text(errors='replace')[-2000:] if log.exists() else ''}"
+    )
+
+
+def strace(env: EngineEnv, limit: float) -> str:
+    if shutil.which("strace") is None:
+        raise CheckFailed("strace is not installed (./pgnvm installs it as root)")
+    with env.connect() as c:
+        sb = c.execute(
+            "SELECT setting::bigint * 8192 FROM pg_settings WHERE name = 'shared_buffers'"
+        ).fetchone()[0]  # type: ignore[index]
+        c.execute("DROP TABLE IF EXISTS strace_t")
+        c.execute("CREATE TABLE strace_t (id int, pad text) WITH (autovacuum_enabled = off)")
+        # ~2.2x shared_buffers: 130 bytes/row
+        rows = int(sb * 2.2 / 130)
+        c.execute(
+            "INSERT INTO strace_t SELECT g, repeat(md5(g::text), 3) FROM generate_series(1, %s) g",
+            (rows,),
+        )
+        c.execute("VACUUM strace_t")
+        size = c.execute("SELECT pg_relation_size('strace_t')").fetchone()[0]  # type: ignore[index]
+        relpath = c.execute("SELECT pg_relation_filepath('strace_t')").fetchone()[0]  # type: ignore[index]
+    if size < 2 * sb:
+        raise CheckFailed(f"strace_t is {size} bytes, not twice shared_buffers ({sb})")
+    relfile = str(env.cluster.datadir / relpath)
+    env.restart()  # cold buffers
+    trace_log = env.workdir / "strace-scan.txt"
+    out_log = env.workdir / "strace-stderr.log"
+    with env.connect() as c:
+        c.execute("SET max_parallel_workers_per_gather = 0")
+        backend = c.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
+        workers = [
+            r[0]
+            for r in c.execute(
+                "SELECT pid FROM pg_stat_activity WHERE backend_type = 'io worker'"
+            ).fetchall()
+        ]
+        io_method = c.execute("SHOW io_method").fetchone()[0]  # type: ignore[index]
+        pids = [backend, *workers]
+        cmd = ["strace", "-f", "-e", f"trace={SYSCALLS}", "-y", "-o", str(trace_log)]
+        for p in pids:
+            cmd += ["-p", str(p)]
+        st = Background(cmd, log=out_log)
+        try:
+            _wait_attached(out_log, pids)
+            t0 = time.monotonic()
+            count = c.execute("SELECT count(*), sum(length(pad)) FROM strace_t").fetchone()
+            scan_s = time.monotonic() - t0
+        finally:
+            st.signal(signal.SIGINT)  # strace detaches and flushes
+            st.wait(20)
+            st.stop()  # kills it if it did not exit
+        c.execute("DROP TABLE strace_t")
+    if count is None or count[0] != rows:
+        raise CheckFailed(f"scan returned {count}, expected {rows} rows")
+    trace = trace_log.read_text(errors="replace") if trace_log.exists() else ""
+    reads = relation_reads(trace, relfile)
+    nlines = len(trace.splitlines())
+    who = f"backend {backend} + {len(workers)} io workers (io_method={io_method})"
+    env.save_artifact(trace_log, "strace-scan.txt")
+    if env.engine == "base":
+        if not reads:
+            raise CheckFailed(
+                f"control failed: base showed no {SYSCALLS} of {relfile} "
+                f"({nlines} traced syscalls by {who}); the check cannot see reads"
+            )
+        return (
+            f"control: base read the table with {len(reads)} syscalls "
+            f"({size >> 20} MB table, {sb >> 20} MB shared_buffers, {who}, scan {scan_s:.1f}s)"
+        )
+    if reads:
+        sample = "\n".join(reads[:5])
+        raise CheckFailed(
+            f"{len(reads)} {SYSCALLS} calls read {relfile} during the scan ({who}):\n{sample}"
+        )
+    return (
+        f"no {SYSCALLS} of the table's files during a scan of {size >> 20} MB "
+        f"({nlines} other traced syscalls; {who}, scan {scan_s:.1f}s)"
+    )

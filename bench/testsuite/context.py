@@ -1,0 +1,220 @@
+"""Per-run and per-engine state shared by the checks."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from bench import cluster as clu
+from bench import osuser, paths
+from bench.testsuite import errmatch, proc
+
+#: Settings every test cluster gets (the brief: small shared_buffers so data >> buffers).
+BASE_SETTINGS: dict[str, str] = {
+    "shared_buffers": "16MB",
+    "max_connections": "60",
+    "log_line_prefix": "%m [%p] %q%a ",
+    "fsync": "on",
+}
+FLAVOUR = "check"
+PORT_BASE = 5471
+STATEMENT_TIMEOUT_MS = 300_000
+
+
+@dataclass
+class RunState:
+    """State of one ``./pgnvm test`` run, shared by all engines."""
+
+    stamp: str
+    results_dir: Path  # repo/results/test-<stamp>/ (artifacts kept for the user)
+    work_root: Path  # PGNVM_HOME/test/<stamp>/ (owned by the server user)
+    keep: bool
+    seed: int
+    tree: Path  # PostgreSQL build tree of the check flavour
+    references: dict[str, Any] = field(default_factory=dict)  # values recorded by base
+    reference_file: Path | None = None  # results/test-reference.json (base values of the last run)
+
+    def load_reference(self, key: str) -> tuple[Any, str] | None:
+        """A value recorded by base in this run, else the one cached by an earlier run."""
+        if key in self.references:
+            return self.references[key], "this run"
+        if self.reference_file and self.reference_file.is_file():
+            with contextlib.suppress(ValueError, OSError):
+                doc = json.loads(self.reference_file.read_text())
+                if key in doc:
+                    return doc[key]["value"], f"cached base run {doc[key]['stamp']}"
+        return None
+
+    def store_reference(self, key: str, value: Any) -> None:
+        self.references[key] = value
+        if self.reference_file is None:
+            return
+        doc: dict[str, Any] = {}
+        with contextlib.suppress(ValueError, OSError):
+            doc = json.loads(self.reference_file.read_text())
+        doc[key] = {"stamp": self.stamp, "value": value}
+        self.reference_file.parent.mkdir(parents=True, exist_ok=True)
+        self.reference_file.write_text(json.dumps(doc, indent=2) + "\n")
+
+
+class EngineEnv:
+    """One engine's cluster and work directory."""
+
+    def __init__(self, run: RunState, engine: str, index: int) -> None:
+        self.run = run
+        self.engine = engine
+        self.spec = clu.ClusterSpec(
+            name=f"pgnvm-test-{engine}",
+            engine=engine,
+            storage="nvm",
+            port=PORT_BASE + index,
+            flavour=FLAVOUR,
+            settings=dict(BASE_SETTINGS),
+        )
+        self.cluster = clu.Cluster(self.spec)
+        self.workdir = run.work_root / engine
+        self.artifacts = run.results_dir / engine
+
+    # ---- lifecycle
+
+    def setup(self) -> str:
+        """initdb + start; returns a description. Raises on failure."""
+        osuser.ensure_dir(self.workdir)
+        self.cluster.init(force=True)
+        self.cluster.start()
+        with self.connect() as c:
+            cs = c.execute("SHOW data_checksums").fetchone()
+            ver = c.execute("SELECT version()").fetchone()
+            eng = None
+            with contextlib.suppress(psycopg.Error):
+                eng = c.execute("SHOW nvm_storage_engine").fetchone()
+        if cs is None or cs[0] != "on":
+            raise RuntimeError(f"data_checksums is {cs[0] if cs else None!r}, expected on")
+        shown = eng[0] if eng else "(no nvm_storage_engine setting: stock server)"
+        if self.engine != "base" and shown != self.engine:
+            raise RuntimeError(
+                f"server reports nvm_storage_engine={shown!r}, expected {self.engine}"
+            )
+        return f"{ver[0] if ver else '?'}; data_checksums=on; nvm_storage_engine={shown}"
+
+    def teardown(self) -> None:
+        with contextlib.suppress(Exception):
+            self.cluster.stop("immediate")
+        if not self.run.keep:
+            with contextlib.suppress(Exception):
+                self.cluster.destroy()
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def ensure_running(self) -> bool:
+        """Start the server if a check left it down; True if it had to be started."""
+        if self.cluster.is_running():
+            return False
+        self.cluster.start()
+        return True
+
+    def restart(self, mode: str = "fast") -> None:
+        self.cluster.stop(mode)
+        self.cluster.start()
+
+    # ---- SQL
+
+    def connect(
+        self, dbname: str = "postgres", autocommit: bool = True, **kw: Any
+    ) -> psycopg.Connection:
+        conn = psycopg.connect(
+            self.cluster.conninfo(dbname),
+            autocommit=autocommit,
+            connect_timeout=30,
+            options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
+            **kw,
+        )
+        return conn
+
+    def scalar(self, sql: str, params: Any = None, dbname: str = "postgres") -> Any:
+        with self.connect(dbname) as c:
+            row = c.execute(sql, params).fetchone()
+        return row[0] if row else None
+
+    def wait_connectable(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.scalar("SELECT 1")
+                return
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    # ---- server log
+
+    def log_offset(self) -> int:
+        try:
+            return self.cluster.logfile().stat().st_size
+        except OSError:
+            return 0
+
+    def log_since(self, offset: int) -> str:
+        try:
+            with open(self.cluster.logfile(), "rb") as f:
+                f.seek(offset)
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def log_problems_since(self, offset: int) -> list[str]:
+        return errmatch.log_problems(self.log_since(offset))
+
+    # ---- client tools
+
+    def client_env(self) -> dict[str, str]:
+        return self.cluster.env()
+
+    def tool(self, name: str) -> str:
+        return str(self.cluster.bin(name))
+
+    def run_tool(
+        self,
+        cmd: list[str],
+        *,
+        timeout: float,
+        log_name: str,
+        as_server: bool = True,
+        cwd: Path | None = None,
+    ) -> proc.Ran:
+        return proc.run(
+            cmd,
+            env=self.client_env(),
+            timeout=timeout,
+            log=self.workdir / log_name,
+            as_server=as_server,
+            cwd=cwd,
+        )
+
+    def save_artifact(self, src: Path, name: str | None = None) -> Path:
+        self.artifacts.mkdir(parents=True, exist_ok=True)
+        dst = self.artifacts / (name or src.name)
+        shutil.copyfile(src, dst)
+        return dst
+
+
+@contextlib.contextmanager
+def cleanup_on_exit(envs: list[EngineEnv]) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        for e in envs:
+            with contextlib.suppress(Exception):
+                e.cluster.stop("immediate")
+
+
+def repo_results_dir() -> Path:
+    return paths.REPO_ROOT / "results"

@@ -1,0 +1,241 @@
+"""Runs the checks, prints one line per check and ``N passed, M failed``, writes the JSON."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bench import build, osuser, paths, ui
+from bench import cluster as clu
+from bench.testsuite import engines as engines_mod
+from bench.testsuite import model, proc, registry
+from bench.testsuite.checks.pytest_check import pytest_check
+from bench.testsuite.context import FLAVOUR, EngineEnv, RunState, repo_results_dir
+from bench.testsuite.model import CheckFailed, CheckResult, CheckSkipped, Status
+
+
+@dataclass
+class Options:
+    engines: list[str] | None = None  # None: defaults (+ probed)
+    only: list[str] | None = None
+    keep: bool = False
+    seed: int | None = None
+
+
+def _git_commit() -> str:
+    r = subprocess.run(
+        ["git", "-C", str(paths.REPO_ROOT), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return r.stdout.strip() or "?"
+
+
+def _detail_of(e: BaseException) -> str:
+    if isinstance(e, clu.ClusterError | CheckFailed | CheckSkipped | proc.CheckTimeout):
+        return str(e)
+    return f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}"
+
+
+def run_one(
+    name: str,
+    engine: str | None,
+    limit: float,
+    body: Callable[[], str],
+    env: EngineEnv | None = None,
+) -> CheckResult:
+    """Run ``body`` under the time limit; any failure becomes a FAIL result, never a crash."""
+    label = f"{name}[{engine}]" if engine else name
+    ui.step(f"{label} (limit {limit / 60:.0f} min)")
+    t0 = time.monotonic()
+    offset = env.log_offset() if env else 0
+    status, detail, artifacts = Status.PASS, "", []
+    try:
+        with proc.time_limit(limit):
+            detail = body()
+    except CheckSkipped as e:
+        status, detail = Status.SKIP, str(e)
+    except CheckFailed as e:
+        status, detail, artifacts = Status.FAIL, str(e), e.artifacts
+    except proc.CheckTimeout as e:
+        status, detail = Status.FAIL, f"TIMEOUT: {e}"
+    except Exception as e:
+        status, detail = Status.FAIL, _detail_of(e)
+    if env is not None and status is not Status.SKIP:
+        problems = env.log_problems_since(offset)
+        if problems:
+            if status is Status.PASS:
+                status = Status.FAIL
+                detail = "server log shows a crash: " + " | ".join(problems[:5])
+            else:
+                detail += "\nserver log: " + " | ".join(problems[:5])
+    r = CheckResult(name, engine, status, time.monotonic() - t0, detail, artifacts)
+    (ui.info if status is Status.PASS else ui.error)(r.line())
+    if status is not Status.PASS and detail:
+        print(detail.rstrip(), file=sys.stderr, flush=True)
+    return r
+
+
+def _engine_run(
+    env: EngineEnv, checks: list[registry.CheckDef], results: list[CheckResult]
+) -> None:
+    setup = run_one("setup", env.engine, 10 * 60, env.setup, env)
+    results.append(setup)
+    if setup.status is not Status.PASS:
+        for c in checks:
+            results.append(
+                CheckResult(
+                    c.name, env.engine, Status.FAIL, 0.0, f"cluster setup failed: {setup.detail}"
+                )
+            )
+            ui.error(results[-1].line())
+        return
+    for c in checks:
+        pre = ""
+        try:
+            if env.ensure_running():
+                pre = "note: the server was down after the previous check and was restarted. "
+        except Exception as e:
+            results.append(
+                CheckResult(
+                    c.name,
+                    env.engine,
+                    Status.FAIL,
+                    0.0,
+                    f"server cannot be restarted: {_detail_of(e)}",
+                )
+            )
+            ui.error(results[-1].line())
+            continue
+        r = run_one(c.name, env.engine, c.limit, lambda c=c: c.func(env, c.limit), env)
+        if pre:
+            r.detail = pre + r.detail
+        results.append(r)
+        if r.detail.startswith("TIMEOUT"):
+            # sessions of the timed-out check may still run: start the next check afresh
+            with contextlib.suppress(Exception):
+                env.restart("immediate")
+
+
+def _prepare(opts: Options) -> tuple[RunState, list[str], dict[str, str], float]:
+    t0 = time.monotonic()
+    build.ensure_built(FLAVOUR)
+    build_s = time.monotonic() - t0
+    notes: dict[str, str] = {}
+    if opts.engines:
+        engine_list = opts.engines
+    else:
+        engine_list, notes = engines_mod.default_engines(build.bindir(FLAVOUR))
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    results_root = repo_results_dir()
+    run = RunState(
+        stamp=stamp,
+        results_dir=results_root / f"test-{stamp}",
+        work_root=paths.pgnvm_home() / "test" / stamp,
+        keep=opts.keep,
+        seed=opts.seed if opts.seed is not None else random.randrange(1 << 31),
+        tree=paths.build_dir(FLAVOUR),
+        reference_file=results_root / "test-reference.json",
+    )
+    osuser.ensure_dir(run.work_root)
+    return run, engine_list, notes, build_s
+
+
+def run_tests(opts: Options) -> int:
+    started = time.strftime("%Y-%m-%dT%H:%M:%S")
+    t_all = time.monotonic()
+    run_pytest, checks = registry.select(opts.only)
+    results: list[CheckResult] = []
+    envs: list[EngineEnv] = []
+    run: RunState | None = None
+    engine_list: list[str] = []
+    notes: dict[str, str] = {}
+    build_s = 0.0
+    interrupted = False
+    try:
+        try:
+            run, engine_list, notes, build_s = _prepare(opts)
+        except Exception as e:
+            results.append(
+                CheckResult("build", None, Status.FAIL, time.monotonic() - t_all, _detail_of(e))
+            )
+            ui.error(results[-1].line())
+        if run is not None:
+            ui.info(
+                f"engines: {', '.join(engine_list)}; checks: "
+                f"{', '.join((['pytest'] if run_pytest else []) + [c.name for c in checks])}; "
+                f"seed {run.seed}; work dir {run.work_root}"
+            )
+            for e, out in notes.items():
+                ui.info(f"engine {e} not in the default run: the server says {out!r}")
+            if run_pytest:
+                log = run.work_root / "pytest.log"
+                results.append(
+                    run_one(
+                        "pytest",
+                        None,
+                        registry.PYTEST_LIMIT,
+                        lambda: pytest_check(log, registry.PYTEST_LIMIT),
+                    )
+                )
+            if checks:
+                for i, engine in enumerate(engine_list):
+                    env = EngineEnv(run, engine, i)
+                    envs.append(env)
+                    try:
+                        _engine_run(env, checks, results)
+                    finally:
+                        env.teardown()
+    except KeyboardInterrupt:
+        interrupted = True
+        ui.error("interrupted: stopping the servers this run started")
+    finally:
+        for env in envs:
+            with contextlib.suppress(BaseException):
+                env.cluster.stop("immediate")
+        with contextlib.suppress(BaseException):
+            clu.stop_started("immediate")
+        if run is not None and not opts.keep:
+            import shutil
+
+            shutil.rmtree(run.work_root, ignore_errors=True)
+
+    total = time.monotonic() - t_all
+    out_path = None
+    if run is not None:
+        data = model.report(
+            results,
+            started=started,
+            engines=engine_list,
+            extra={
+                "seed": run.seed,
+                "commit": _git_commit(),
+                "flavour": FLAVOUR,
+                "build_seconds": round(build_s, 1),
+                "wall_seconds": round(total, 1),
+                "interrupted": interrupted,
+                "probe": notes,
+                "artifacts_dir": str(run.results_dir),
+                "uid": os.geteuid(),
+            },
+        )
+        out_path = run.results_dir.parent / f"test-{run.stamp}.json"
+        model.write_report(out_path, data)
+    print("", flush=True)
+    for line in model.summary_lines(results):
+        print(line, flush=True)
+    ui.info(
+        f"wall time {ui.fmt_seconds(total)} (build {ui.fmt_seconds(build_s)})"
+        + (f"; summary {out_path}" if out_path else "")
+    )
+    if interrupted:
+        return 130
+    return model.exit_code(results)

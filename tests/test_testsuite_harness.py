@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.testsuite import proc, registry
+from bench.testsuite.cli import register
+from bench.testsuite.model import CheckFailed, CheckSkipped, Status
+from bench.testsuite.runner import run_one
+
+
+def test_select_everything_by_default() -> None:
+    run_pytest, checks = registry.select(None)
+    assert run_pytest
+    assert [c.name for c in checks] == [
+        "regress",
+        "isolation",
+        "amcheck",
+        "truncated",
+        "enospc",
+        "differential",
+        "strace",
+        "crash",
+    ]
+
+
+def test_select_only() -> None:
+    run_pytest, checks = registry.select(["crash", "regress"])
+    assert not run_pytest
+    assert [c.name for c in checks] == ["regress", "crash"]  # registry order, not argv order
+    assert registry.select(["pytest"]) == (True, [])
+    with pytest.raises(ValueError, match="bogus"):
+        registry.select(["bogus"])
+
+
+def test_every_check_has_a_time_limit() -> None:
+    assert all(0 < c.limit <= 15 * 60 for c in registry.ENGINE_CHECKS)
+
+
+def test_cli_parses_options() -> None:
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+    a = parser.parse_args(["test", "--engines", "base, se1", "--only", "crash", "--keep"])
+    assert a.engines == ["base", "se1"] and a.only == ["crash"] and a.keep and a.seed is None
+    a = parser.parse_args(["test"])
+    assert a.engines is None and a.only is None and not a.keep
+
+
+def test_run_one_turns_every_failure_into_a_result() -> None:
+    def boom() -> str:
+        raise KeyError("x")
+
+    def fail() -> str:
+        raise CheckFailed("nope", ["/tmp/a"])
+
+    def skip() -> str:
+        raise CheckSkipped("not root")
+
+    r = run_one("a", "base", 10, lambda: "fine")
+    assert r.status is Status.PASS and r.detail == "fine" and r.name == "a[base]"
+    r = run_one("b", "se1", 10, boom)
+    assert r.status is Status.FAIL and "KeyError" in r.detail
+    r = run_one("c", None, 10, fail)
+    assert r.status is Status.FAIL and r.detail == "nope" and r.artifacts == ["/tmp/a"]
+    assert run_one("d", None, 10, skip).status is Status.SKIP
+
+
+def test_run_one_enforces_the_time_limit() -> None:
+    def slow() -> str:
+        time.sleep(5)
+        return "too late"
+
+    t0 = time.monotonic()
+    r = run_one("slow", "base", 0.3, slow)
+    assert time.monotonic() - t0 < 3
+    assert r.status is Status.FAIL and r.detail.startswith("TIMEOUT")
+
+
+def test_time_limit_is_not_swallowed_by_except_exception() -> None:
+    def stubborn() -> str:
+        try:
+            time.sleep(5)
+        except Exception:
+            return "swallowed"
+        return "done"
+
+    r = run_one("stubborn", None, 0.3, stubborn)
+    assert r.status is Status.FAIL and "TIMEOUT" in r.detail
+
+
+def test_run_kills_the_whole_process_group_on_timeout(tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    script = f"sleep 30 & echo $! > {pidfile}; wait"
+    with pytest.raises(proc.CheckTimeout):
+        proc.run(["bash", "-c", script], timeout=1, log=tmp_path / "log")
+    child = int(pidfile.read_text())
+    time.sleep(0.2)
+    assert not _alive(child)
+
+
+def _alive(pid: int) -> bool:
+    """Running and not a zombie (an orphan may wait a while for its reaper)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_run_captures_output_and_exit_code(tmp_path: Path) -> None:
+    r = proc.run([sys.executable, "-c", "import sys; print('out'); sys.exit(3)"], timeout=30)
+    assert r.returncode == 3 and r.output.strip() == "out"
+    r = proc.run(["sh", "-c", "echo a; echo b >&2"], timeout=30, log=tmp_path / "x.log")
+    assert r.output.split() == ["a", "b"] and (tmp_path / "x.log").read_text().split() == ["a", "b"]
