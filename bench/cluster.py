@@ -255,19 +255,28 @@ def _proc_cmdline(pid: int) -> list[str]:
     return [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
 
 
+def _proc_state(pid: int) -> str | None:
+    """The state letter of /proc/<pid>/stat ('R', 'S', 'Z', ...), None if no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def _is_zombie(pid: int) -> bool:
+    return _proc_state(pid) == "Z"
+
+
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie (a killed process not yet reaped)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    # a zombie is not alive for our purposes
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
+        pass
+    return _proc_state(pid) not in ("Z", "X")
 
 
 def _children(pid: int) -> list[int]:
@@ -526,12 +535,29 @@ class Cluster:
         return osuser.run_pg([str(self.bin("pg_ctl")), "-D", str(self.datadir), *args],
                              capture_output=True, text=True, check=check)
 
+    def _clear_dead_pidfile(self) -> None:
+        """Remove a postmaster.pid left by a crashed (e.g. kill9'd) server whose postmaster is
+        still a zombie: postgres takes a zombie for a live postmaster and refuses to start.
+        Zombies hold no shared memory, so removing the lock file is safe."""
+        pidfile = self.datadir / "postmaster.pid"
+        old = read_pidfile(self.datadir)
+        if old is None or not _is_zombie(old):
+            return
+        deadline = time.monotonic() + 3  # give the reaper (init) a moment first
+        while time.monotonic() < deadline and _is_zombie(old):
+            time.sleep(0.05)
+        if _is_zombie(old):
+            ui.notice(f"cluster {self.spec.name}: postmaster.pid names zombie pid {old} "
+                      "(crashed server not yet reaped); removing the stale lock file")
+            pidfile.unlink(missing_ok=True)
+
     def _clear_stale(self) -> None:
         pid = self.pid()
         if pid is not None:
             ui.notice(f"cluster {self.spec.name}: a server is already running (pid {pid}); "
                       "stopping it (immediate)")
             self._stop_pid(pid, "immediate")
+        self._clear_dead_pidfile()
         if not port_in_use(self.spec.port):
             return
         for other in Cluster.all():
