@@ -313,13 +313,17 @@ def sync_overlay(
 @contextmanager
 def _lock(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
+    # read-only + 0666: whoever created the lock file, root and the server user can both lock it
+    fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o666)
+    try:
         try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             ui.info(f"waiting for another build holding {path}")
-            fcntl.flock(f, fcntl.LOCK_EX)
+            fcntl.flock(fd, fcntl.LOCK_EX)
         yield
+    finally:
+        os.close(fd)
 
 
 def _read(path: Path) -> str | None:
