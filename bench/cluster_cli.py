@@ -1,7 +1,7 @@
 """``./pgnvm cluster ...`` subcommands (the API lives in :mod:`bench.cluster`).
 
     ./pgnvm cluster init    [--name N] [--engine E] [--storage nvm|disk] [--port P] [--huge]
-                            [--flavour F] [-c name=value ...] [--force]
+                            [--flavour F] [-c name=value ...] [--force] [--no-build]
     ./pgnvm cluster start   [same options as init]   # init if needed, then start
     ./pgnvm cluster stop    [--name N | --all] [--mode fast|smart|immediate]
     ./pgnvm cluster status  [--name N | --all] [--json]
@@ -14,7 +14,9 @@
 psql's ``-c``, not pgnvm's setting option). To pick a cluster, put ``--name N`` before
 ``psql`` or as the very first arguments after it: ``./pgnvm cluster psql --name N -c 'SELECT 1'``.
 
-Options left out of ``init``/``start`` keep the values saved for the cluster (or the
+``init``/``start`` first make sure the flavour's build is up to date (a no-op when it is;
+``--no-build`` skips that, e.g. while postgres/src holds work in progress that does not
+compile). Options left out of ``init``/``start`` keep the values saved for the cluster (or the
 defaults for a new one). ``-c`` given at all replaces the saved extra settings as a whole.
 """
 
@@ -101,6 +103,8 @@ def _add_spec_options(p: argparse.ArgumentParser) -> None:
                    help="which build to run (default: release)")
     p.add_argument("-c", dest="settings", action="append", metavar="NAME=VALUE", default=None,
                    help="extra server setting (repeatable; replaces the saved set)")
+    p.add_argument("--no-build", action="store_true",
+                   help="use the installed binaries as they are (skip the up-to-date check)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -185,7 +189,8 @@ def cmd_init(args: argparse.Namespace) -> int:
     args.name = _name(args)
     saved = _saved(args.name)
     spec = spec_from_args(args, saved.spec if saved else None)
-    build.ensure_built(spec.flavour)
+    if not args.no_build:
+        build.ensure_built(spec.flavour)
     c = Cluster(spec, saved.datadir if saved else None)
     c.init(force=args.force)
     ui.info(f"cluster {spec.name} ready (not started): {c.datadir}")
@@ -196,7 +201,8 @@ def cmd_start(args: argparse.Namespace) -> int:
     args.name = _name(args)
     saved = _saved(args.name)
     spec = spec_from_args(args, saved.spec if saved else None)
-    build.ensure_built(spec.flavour)
+    if not args.no_build:
+        build.ensure_built(spec.flavour)
     c = Cluster(spec, saved.datadir if saved else None)
     if saved is not None and not saved.is_initialized():
         ui.notice(f"data directory {saved.datadir} is gone (tmpfs cleared?); re-initializing")

@@ -64,6 +64,8 @@ def test_parse_cluster_init() -> None:
         "default", "se1", "disk", 6000, "check")
     assert a.settings == ["a=1", "b=2"]
     assert a.huge is None  # not given: keep saved value
+    assert a.no_build is False and a.force is False
+    assert p.parse_args(["cluster", "start", "--no-build"]).no_build is True
     assert p.parse_args(["cluster", "init", "--huge"]).huge is True
     assert p.parse_args(["cluster", "init", "--no-huge"]).huge is False
     with pytest.raises(SystemExit):
