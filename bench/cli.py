@@ -23,7 +23,7 @@ from types import FrameType
 
 from bench import build, cluster, cluster_cli, osuser, paths, ui
 
-PLUGINS: tuple[str, ...] = ("bench.testsuite.cli",)
+PLUGINS: tuple[str, ...] = ("bench.testsuite.cli", "bench.tpch.cli")
 
 
 class Terminated(KeyboardInterrupt):

@@ -14,6 +14,7 @@ keeps it out of the default set (it then runs only when named in ``--configs``).
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -159,13 +160,24 @@ def probe(bindir: Path, engine: str, settings: dict[str, str]) -> tuple[bool, st
         osuser.chown_to_server(tmp, recursive=True)
         r = osuser.run_pg([str(bindir / "postgres"), "-D", str(tmp), "-C", "shared_buffers",
                            *args], capture_output=True, text=True, check=False, timeout=60)
-        out = (r.stderr or r.stdout).strip().splitlines()
-        msg = out[-1] if out else ""
-        res = (r.returncode == 0, "ok" if r.returncode == 0 else msg)
+        res = (r.returncode == 0, "ok" if r.returncode == 0 else _error_message(r.stderr))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     _probe_cache[key] = res
     return res
+
+
+def _error_message(stderr: str) -> str:
+    """'invalid value ... (detail)' from the server's FATAL/DETAIL lines, without prefixes."""
+    parts = []
+    for line in (stderr or "").splitlines():
+        m = re.search(r"\b(FATAL|ERROR|DETAIL):\s+(.*)$", line)
+        if m:
+            parts.append(m.group(2).strip())
+    if not parts:
+        lines = (stderr or "").strip().splitlines()
+        return lines[-1] if lines else "refused by the server"
+    return parts[0] + (f" ({'; '.join(parts[1:])})" if len(parts) > 1 else "")
 
 
 def availability(bindir: Path, configs: list[Config], common: Common) -> dict[str, str | None]:

@@ -26,6 +26,7 @@ import platform
 import re
 import struct
 from dataclasses import asdict, dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -287,7 +288,7 @@ def scaled(value: int, enabled: int, running: int) -> float | None:
     return value * enabled / running
 
 
-_hw_probe: str | None | bool = False  # False: not probed; None: available; str: why not
+_hw_probe: str | bool | None = False  # False: not probed; None: available; str: why not
 
 
 def hardware_unavailable_reason() -> str | None:
@@ -390,8 +391,9 @@ def stat_io_snapshot(conn: psycopg.Connection) -> dict[IoKey, dict[str, float]]:
         rec = dict(zip(cols, row, strict=True))
         key = (str(rec.pop("backend_type")), str(rec.pop("object")), str(rec.pop("context")))
         rec.pop("stats_reset", None)
-        out[key] = {k: float(v) for k, v in rec.items() if isinstance(v, int | float)}
-        # Decimal / None are not expected; op_bytes-like constants are kept as numbers
+        # counts are bigint, *_bytes numeric (Decimal), *_time double precision
+        out[key] = {k: float(v) for k, v in rec.items()
+                    if isinstance(v, int | float | Decimal) and not isinstance(v, bool)}
     return out
 
 
@@ -410,6 +412,14 @@ def stat_io_delta(before: dict[IoKey, dict[str, float]], after: dict[IoKey, dict
 
 def stat_io_sum(rows: list[dict[str, Any]], backend_type: str, col: str) -> float:
     return float(sum(r.get(col, 0) for r in rows if r["backend_type"] == backend_type))
+
+
+def loadavg() -> float | None:
+    """The 1-minute load average (other work on the machine disturbs the timings)."""
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def sample_dict(s: ProcSample) -> dict[str, Any]:

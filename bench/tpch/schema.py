@@ -232,7 +232,7 @@ def load(connect: Connect, data_dir: Path, sf: float, manifest: Manifest,
         c.execute(f"drop database if exists {DBNAME} with (force)")
         c.execute(f"create database {DBNAME} template template0")
     ddl = ddl_statements()
-    tables = {t: s for t, s in zip(TABLES, ddl["tables"], strict=True)}
+    tables = dict(zip(TABLES, ddl["tables"], strict=True))
 
     def copy_table(t: str) -> None:
         f = data_dir / manifest.files[t].file

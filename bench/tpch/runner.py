@@ -1,0 +1,573 @@
+"""``./pgnvm tpch``: set-up, the measurement protocol, raw output, report.
+
+Protocol of one run (configuration C, query Q, repetition R):
+
+1. The other storage target's server is stopped; C's settings are written to its target's
+   ``pgnvm.conf``; the server is restarted (stop -m fast, start): shared buffers are cold.
+   ``mem_limit``: every table and index is then loaded with ``pg_prewarm`` in a separate
+   connection, which is closed and whose backend has exited before the run goes on.
+   Data on disk: ``sync; echo 3 > /proc/sys/vm/drop_caches``.
+2. A fresh connection: ``pg_backend_pid()``, ``statement_timeout``, backend types of the
+   server processes (``pg_stat_activity``), ``pg_stat_force_next_flush()`` (this session's
+   start-up I/O is flushed to the shared statistics when that statement ends) and a
+   ``pg_stat_io`` snapshot.
+3. /proc samples of the backend and of every other server process; hardware/software counters
+   attached to the backend; the query is sent; wall-clock = from sending it until its whole
+   result has arrived (psycopg returns after libpq has received all rows; converting them to
+   Python objects is not timed); counters and /proc samples are read again.
+4. ``pg_stat_force_next_flush()`` again, so the backend flushes the query's I/O statistics
+   when that statement ends, then the second ``pg_stat_io`` snapshot: the ``client
+   backend`` rows of the delta are this query's I/O exactly. Other processes (checkpointer,
+   I/O workers, ...) flush on their own schedule, so their rows are "as of their last flush".
+5. The answer is compared with the first answer of the same query (any configuration).
+
+Order: for each repetition, for each query, every configuration in turn (configurations
+interleave, so slow drift of the machine affects them alike; every run restarts its server
+anyway, so interleaving costs nothing). Every run is appended to ``runs.jsonl`` and
+``runs.csv`` at once; Ctrl-C stops the servers and still writes the report of the finished
+runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import psycopg.errors
+
+from bench import paths, ui
+from bench.build import ensure_built
+from bench.tpch import compare, data, measure, queries, report, stats, targets
+from bench.tpch.configs import (
+    Common,
+    Config,
+    availability,
+    resolve,
+    server_settings,
+    whole_db_shared_buffers,
+)
+
+PERTURB_ENV = "PGNVM_TPCH_PERTURB"  # test hook: "config:query[,config:query...]"
+PREFIX_ENV = "PGNVM_TPCH_CLUSTER_PREFIX"  # tests: clusters of their own
+RESULTS_DIR = paths.REPO_ROOT / "results"
+
+CSV_FIELDS = [
+    "started_at", "config", "engine", "storage", "query", "rep", "status", "wall_s", "rows",
+    "answer", "backend_utime_s", "backend_stime_s", "kernel_share", "backend_runtime_s",
+    "minflt", "majflt", "vcsw", "nvcsw", "others_cpu_s", "io_worker_cpu_s",
+    "exited_children_cpu_s", "client_reads", "client_read_bytes", "client_hits",
+    "restart_s", "prewarm_s", "os_cache", "loadavg_1m", "error", *measure.counter_names(),
+]
+
+
+@dataclass
+class Options:
+    sf: float = 1.0
+    configs: list[str] | None = None
+    queries: list[int] = field(default_factory=lambda: list(queries.ALL_QUERIES))
+    repeat: int = 3
+    out: Path | None = None
+    timeout: float = 600.0
+    parallel_workers: int = 0
+    shared_buffers: str = "128MB"
+    work_mem: str = "64MB"
+    port: int = targets.DEFAULT_PORT
+    prefix: str = targets.DEFAULT_PREFIX
+    perf: bool = True
+    explain: bool = True
+    build: bool = True  # False: use the installed release build as it is (--no-build)
+    perturb: set[tuple[str, int]] = field(default_factory=set)
+
+    @property
+    def common(self) -> Common:
+        return Common(self.shared_buffers, self.work_mem, self.parallel_workers)
+
+
+def parse_perturb(text: str | None) -> set[tuple[str, int]]:
+    out: set[tuple[str, int]] = set()
+    for item in (text or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        cfg, _, q = item.partition(":")
+        out.add((cfg.strip(), int(q.lstrip("qQ"))))
+    return out
+
+
+class Mismatch(RuntimeError):
+    pass
+
+
+# --------------------------------------------------------------------------- output files
+
+
+class Writer:
+    """The result directory; raw files are appended and flushed run by run."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "answers").mkdir(exist_ok=True)
+        (out / "plans").mkdir(exist_ok=True)
+        self._jsonl = open(out / "runs.jsonl", "a")  # noqa: SIM115 - closed in close()
+        new_csv = not (out / "runs.csv").exists()
+        self._csvf = open(out / "runs.csv", "a", newline="")  # noqa: SIM115
+        self._csv = csv.DictWriter(self._csvf, fieldnames=CSV_FIELDS, extrasaction="ignore")
+        if new_csv:
+            self._csv.writeheader()
+
+    def run(self, rec: dict[str, Any]) -> None:
+        self._jsonl.write(json.dumps(rec, sort_keys=True, default=str) + "\n")
+        self._jsonl.flush()
+        self._csv.writerow(csv_row(rec))
+        self._csvf.flush()
+
+    def json(self, name: str, doc: Any) -> None:
+        tmp = self.out / f".{name}.tmp"
+        tmp.write_text(json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
+        os.replace(tmp, self.out / name)
+
+    def close(self) -> None:
+        self._jsonl.close()
+        self._csvf.close()
+
+
+def csv_row(rec: dict[str, Any]) -> dict[str, Any]:
+    b = rec.get("backend") or {}
+    others = rec.get("others") or {}
+    groups = others.get("groups", {})
+    iow = groups.get("io worker", {})
+    ex = others.get("exited_children", {})
+    row: dict[str, Any] = {k: rec.get(k) for k in (
+        "started_at", "config", "engine", "storage", "query", "rep", "status", "wall_s",
+        "rows", "answer", "kernel_share", "others_cpu_s", "restart_s", "prewarm_s",
+        "os_cache", "loadavg_1m", "error")}
+    row.update({
+        "backend_utime_s": b.get("utime_s"), "backend_stime_s": b.get("stime_s"),
+        "backend_runtime_s": b.get("runtime_s"), "minflt": b.get("minflt"),
+        "majflt": b.get("majflt"), "vcsw": b.get("vcsw"), "nvcsw": b.get("nvcsw"),
+        "io_worker_cpu_s": (iow.get("utime_s", 0) + iow.get("stime_s", 0)) if iow else 0,
+        "exited_children_cpu_s": (ex.get("utime_s", 0) + ex.get("stime_s", 0)) if ex else None,
+    })
+    io = rec.get("pg_stat_io") or []
+    row["client_reads"] = measure.stat_io_sum(io, "client backend", "reads") if io else None
+    row["client_read_bytes"] = (measure.stat_io_sum(io, "client backend", "read_bytes")
+                                if io else None)
+    row["client_hits"] = measure.stat_io_sum(io, "client backend", "hits") if io else None
+    counters = (rec.get("perf") or {}).get("counters") or {}
+    for k in measure.counter_names():
+        row[k] = counters.get(k)
+    return row
+
+
+# --------------------------------------------------------------------------- environment
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def _cmd(*args: str) -> str:
+    try:
+        r = subprocess.run(list(args), capture_output=True, text=True, check=False, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return r.stdout.strip()
+
+
+def environment() -> dict[str, Any]:
+    cpu = ""
+    for line in _read("/proc/cpuinfo").splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mem = ""
+    for line in _read("/proc/meminfo").splitlines():
+        if line.startswith("MemTotal:"):
+            mem = line.split(":", 1)[1].strip()
+    commit = _cmd("git", "-C", str(paths.REPO_ROOT), "rev-parse", "HEAD")
+    dirty = _cmd("git", "-C", str(paths.REPO_ROOT), "status", "--porcelain", "--", "bench",
+                 "postgres")
+    return {
+        "cpu_model": cpu or platform.processor(),
+        "cpus": os.cpu_count(),
+        "memory": mem,
+        "kernel": " ".join(platform.uname()),
+        "python": sys.version.split()[0],
+        "git_commit": commit,
+        "git_dirty": bool(dirty),
+        "hostname": platform.node(),
+        "thp_enabled": _read("/sys/kernel/mm/transparent_hugepage/enabled").strip(),
+        "hardware_counters": measure.hardware_unavailable_reason() or "available",
+    }
+
+
+# --------------------------------------------------------------------------- the runner
+
+
+class Runner:
+    def __init__(self, opts: Options) -> None:
+        self.opts = opts
+        self.configs: list[Config] = []
+        self.unavailable: dict[str, str] = {}
+        self.settings: dict[str, dict[str, str]] = {}
+        self.targets: dict[str, targets.Target] = {}
+        self.records: list[dict[str, Any]] = []
+        self.ref: dict[int, tuple[str, list[compare.Row]]] = {}
+        self.answers: dict[tuple[int, str], list[compare.Row]] = {}
+        self.mismatches: list[dict[str, Any]] = []
+        self.plans: dict[tuple[int, str], str] = {}
+        self.server_settings_seen: dict[str, list[list[str]]] = {}
+        self.env: dict[str, Any] = {}
+        self.writer: Writer | None = None
+        self.durations: dict[tuple[str, int], list[float]] = {}
+        self.started = dt.datetime.now()
+
+    # ---- set-up
+
+    def setup(self) -> None:
+        o = self.opts
+        if o.build:
+            prefix = ensure_built("release")
+        else:
+            prefix = paths.install_dir("release")
+            if not (prefix / "bin" / "postgres").is_file():
+                raise RuntimeError(f"--no-build: no release build in {prefix}; run ./pgnvm build")
+            ui.notice(f"--no-build: using the installed release build in {prefix} as it is")
+        bindir = prefix / "bin"
+        wanted = resolve(o.configs)
+        avail = availability(bindir, wanted, o.common)
+        for c in wanted:
+            why = avail[c.name]
+            if why is None:
+                self.configs.append(c)
+            else:
+                self.unavailable[c.name] = why
+                ui.notice(f"configuration {c.name} is not available, skipped: {why}")
+        if not self.configs:
+            raise RuntimeError("no configuration to run")
+        data_dir, manifest = data.ensure_data(o.sf)
+        self.env = environment()
+        self.env["build"] = "ensure_built(release)" if o.build else "--no-build (installed as is)"
+        with contextlib.suppress(OSError):
+            st = (bindir / "postgres").stat()
+            self.env["postgres_binary"] = {
+                "path": str(bindir / "postgres"),
+                "mtime": dt.datetime.fromtimestamp(st.st_mtime).isoformat(timespec="seconds")}
+        self.env["tpchgen"] = manifest.generator
+        self.env["data_digest"] = manifest.digest
+        self.env["data_rows"] = manifest.rows()
+        self.env["load"] = {}
+        for storage in sorted({c.storage for c in self.configs}, key=["nvm", "disk"].index):
+            tg = targets.Target(storage, o.sf, o.prefix, o.port)
+            self.env["load"][storage] = tg.ensure(data_dir, o.sf, manifest)
+            self.targets[storage] = tg
+        whole_db = None
+        if any(c.shared_buffers for c in self.configs):
+            db_bytes = max(t.db_bytes for t in self.targets.values())
+            whole_db = whole_db_shared_buffers(db_bytes)
+        for c in self.configs:
+            self.settings[c.name] = server_settings(c, o.common, whole_db)
+        self.env["db_bytes"] = {s: t.db_bytes for s, t in self.targets.items()}
+        self.env["datadirs"] = {s: str(t.cluster.datadir) for s, t in self.targets.items()}
+        self.env["clusters"] = {s: t.name for s, t in self.targets.items()}
+        for s, t in self.targets.items():
+            self.env.setdefault("filesystems", {})[s] = _cmd(
+                "findmnt", "-n", "-o", "SOURCE,FSTYPE,OPTIONS", "-T", str(t.cluster.datadir))
+
+    def out_dir(self) -> Path:
+        if self.opts.out is not None:
+            return self.opts.out
+        stamp = self.started.strftime("%Y%m%d-%H%M%S")
+        return RESULTS_DIR / f"{stamp}-sf{data.fmt_sf(self.opts.sf)}"
+
+    def plan_doc(self) -> dict[str, Any]:
+        o = self.opts
+        return {
+            "sf": o.sf, "queries": o.queries, "repeat": o.repeat, "timeout_s": o.timeout,
+            "parallel_workers": o.parallel_workers, "shared_buffers": o.shared_buffers,
+            "work_mem": o.work_mem,
+            "configs": [{**asdict(c), "drop_caches": c.drop_caches,
+                         "server_settings": self.settings[c.name]} for c in self.configs],
+            "unavailable": self.unavailable,
+            "order": "for each repetition, for each query, every configuration in turn",
+            "started_at": self.started.isoformat(timespec="seconds"),
+        }
+
+    # ---- one run
+
+    def run_one(self, cfg: Config, q: int, rep: int) -> dict[str, Any]:
+        o = self.opts
+        tg = self.targets[cfg.storage]
+        for other in self.targets.values():
+            if other is not tg:
+                other.stop()
+        rec: dict[str, Any] = {
+            "started_at": dt.datetime.now().isoformat(timespec="seconds"),
+            "config": cfg.name, "engine": cfg.engine, "storage": cfg.storage,
+            "query": q, "rep": rep, "status": "error", "error": None,
+        }
+        t_begin = time.monotonic()
+        rec["loadavg_1m"] = measure.loadavg()
+        tg.configure(cfg.engine, self.settings[cfg.name])
+        rec["restart_s"] = round(tg.restart(), 3)
+        if cfg.prewarm:
+            secs, blocks = tg.prewarm()
+            rec["prewarm_s"] = round(secs, 3)
+            rec["prewarm_blocks"] = blocks
+        rec["os_cache"] = targets.drop_os_caches() if cfg.drop_caches else "kept"
+        pm = tg.postmaster_pid()
+        sql = queries.sql(q, o.sf)
+        rows: list[compare.Row] | None = None
+        conn = tg.connect()
+        try:
+            pid = int(conn.execute("select pg_backend_pid()").fetchone()[0])  # type: ignore[index]
+            rec["backend_pid"] = pid
+            conn.execute(f"set statement_timeout = {int(o.timeout * 1000)}")
+            btypes = {int(p): str(t) for p, t in conn.execute(
+                "select pid, backend_type from pg_stat_activity").fetchall() if p is not None}
+            if "server_version" not in self.env:
+                self.env["server_version"] = conn.execute("select version()").fetchone()[0]  # type: ignore[index]
+            conn.execute("select pg_stat_force_next_flush()")
+            io0 = measure.stat_io_snapshot(conn)
+            s0 = measure.proc_sample(pid)
+            c0 = measure.cluster_sample(pm, {pid}, btypes) if pm else None
+            perf = measure.PerfCounters(pid) if o.perf else None
+            if perf:
+                perf.start()
+            t0 = time.perf_counter()
+            cur = None
+            try:
+                cur = conn.execute(sql)
+                rec["status"] = "ok"
+            except psycopg.errors.QueryCanceled as e:
+                rec["status"] = "timeout"
+                rec["error"] = str(e).strip()
+            except psycopg.Error as e:
+                rec["status"] = "crash" if conn.broken or conn.closed else "error"
+                rec["error"] = str(e).strip()
+            wall = time.perf_counter() - t0
+            rec["perf"] = perf.stop() if perf else None
+            s1 = measure.proc_sample(pid)
+            c1 = measure.cluster_sample(pm, {pid}, btypes) if pm else None
+            rec["wall_s"] = round(wall, 6)
+            if s0 and s1:
+                b = s1.minus(s0)
+                rec["backend"] = b
+                rec["kernel_share"] = stats.kernel_share(b["utime_s"], b["stime_s"])
+            if c0 and c1:
+                rec["others"] = measure.cluster_delta(c0, c1)
+                rec["others_cpu_s"] = round(measure.others_cpu_total(rec["others"]), 3)
+            if cur is not None and rec["status"] == "ok":
+                rows = [tuple(r) for r in cur.fetchall()]
+            if not (conn.broken or conn.closed):
+                conn.execute("select pg_stat_force_next_flush()")
+                rec["pg_stat_io"] = measure.stat_io_delta(io0, measure.stat_io_snapshot(conn))
+                self._after_run(conn, cfg, q, sql, rec)
+        except psycopg.OperationalError as e:
+            rec["status"] = "crash"
+            rec["error"] = rec.get("error") or str(e).strip()
+        finally:
+            conn.close()
+        if rec["status"] == "crash":
+            rec["server_log_tail"] = ui.tail(tg.cluster.logfile(), 30)
+        if rows is not None:
+            self._check_answer(cfg, q, rep, rows, rec)
+        self.durations.setdefault((cfg.name, q), []).append(time.monotonic() - t_begin)
+        return rec
+
+    def _after_run(self, conn: psycopg.Connection, cfg: Config, q: int, sql: str,
+                   rec: dict[str, Any]) -> None:
+        """Once per configuration: the server's non-default settings; once per (query,
+        configuration): the plan (EXPLAIN, costs off), to see whether plans differ."""
+        if cfg.name not in self.server_settings_seen:
+            cur = conn.execute(
+                "select name, setting || coalesce(' ' || unit, ''), source from pg_settings "
+                "where source not in ('default', 'override') order by name")
+            self.server_settings_seen[cfg.name] = [list(r) for r in cur.fetchall()]
+        if self.opts.explain and (q, cfg.name) not in self.plans and rec["status"] == "ok":
+            cur = conn.execute(f"explain (costs off) {sql}")
+            plan = "\n".join(r[0] for r in cur.fetchall())
+            self.plans[(q, cfg.name)] = plan
+            if self.writer:
+                (self.writer.out / "plans" / f"{queries.qname(q)}.{cfg.name}.txt").write_text(
+                    plan + "\n")
+
+    def _check_answer(self, cfg: Config, q: int, rep: int, rows: list[compare.Row],
+                      rec: dict[str, Any]) -> None:
+        if (cfg.name, q) in self.opts.perturb:
+            rows = compare.perturb(rows)
+            rec["perturbed"] = True
+        rec["rows"] = len(rows)
+        rec["answer"] = compare.digest(rows)
+        first_of_config = (q, cfg.name) not in self.answers
+        if first_of_config:
+            self.answers[(q, cfg.name)] = rows
+            self._save_answer(f"{queries.qname(q)}.{cfg.name}.json", rows)
+        if q not in self.ref:
+            self.ref[q] = (cfg.name, rows)
+            return
+        ref_cfg, ref_rows = self.ref[q]
+        diff = compare.compare(ref_rows, rows, queries.ORDER_KEYS[q])
+        if diff is None:
+            return
+        m = {"query": q, "config": cfg.name, "rep": rep, "reference": ref_cfg, "diff": diff}
+        self.mismatches.append(m)
+        rec["mismatch"] = m
+        self._save_answer(f"{queries.qname(q)}.{cfg.name}.rep{rep}.WRONG.json", rows)
+        ui.error(f"WRONG ANSWER: {queries.qname(q).upper()} on {cfg.name} (run {rep}) differs "
+                 f"from {ref_cfg}: {diff}")
+        if self.writer:
+            self.writer.json("mismatches.json", self.mismatches)
+
+    def _save_answer(self, name: str, rows: list[compare.Row]) -> None:
+        if self.writer:
+            (self.writer.out / "answers" / name).write_text(
+                json.dumps(compare.rows_jsonable(rows), indent=0) + "\n")
+
+    # ---- main loop
+
+    def schedule(self) -> list[tuple[Config, int, int]]:
+        return [(c, q, rep) for rep in range(1, self.opts.repeat + 1)
+                for q in self.opts.queries for c in self.configs]
+
+    def eta(self, remaining: list[tuple[Config, int, int]]) -> float | None:
+        if not self.durations:
+            return None
+        all_d = [d for ds in self.durations.values() for d in ds]
+        glob = sum(all_d) / len(all_d)
+        per_q: dict[int, list[float]] = {}
+        for (_, q), ds in self.durations.items():
+            per_q.setdefault(q, []).extend(ds)
+        tot = 0.0
+        for c, q, _ in remaining:
+            ds = self.durations.get((c.name, q)) or per_q.get(q)
+            tot += sum(ds) / len(ds) if ds else glob
+        return tot
+
+    def run(self) -> int:
+        self.setup()
+        out = self.out_dir()
+        self.writer = Writer(out)
+        ui.info(f"results: {out}")
+        self.writer.json("plan.json", self.plan_doc())
+        self.writer.json("env.json", self.env)
+        sched = self.schedule()
+        interrupted = False
+        prog = Progress(len(sched))
+        try:
+            with prog:
+                for i, (cfg, q, rep) in enumerate(sched):
+                    eta = self.eta(sched[i:])
+                    prog.update(i, f"{queries.qname(q)} {cfg.name} run {rep}/{self.opts.repeat}",
+                                eta)
+                    rec = self.run_one(cfg, q, rep)
+                    self.records.append(rec)
+                    self.writer.run(rec)
+                    prog.done_one(i + 1, _run_line(i + 1, len(sched), rec))
+        except KeyboardInterrupt:
+            interrupted = True
+            raise
+        finally:
+            for t in self.targets.values():
+                try:
+                    t.stop()
+                except Exception as e:  # best effort during cleanup
+                    ui.error(f"could not stop {t.name}: {e}")
+            self.finish(interrupted)
+        if self.mismatches:
+            ui.error(f"{len(self.mismatches)} wrong answer(s): "
+                     + "; ".join(f"{queries.qname(m['query']).upper()} {m['config']} vs "
+                                 f"{m['reference']}" for m in self.mismatches))
+            return 1
+        bad = [r for r in self.records if r["status"] in ("error", "crash")]
+        return 1 if bad else 0
+
+    def finish(self, interrupted: bool) -> None:
+        if self.writer is None:
+            return
+        self.env["finished_at"] = dt.datetime.now().isoformat(timespec="seconds")
+        self.env["interrupted"] = interrupted
+        self.env["server_settings"] = self.server_settings_seen
+        self.writer.json("env.json", self.env)
+        self.writer.json("mismatches.json", self.mismatches)
+        try:
+            rep = report.Report(self.writer.out, self.plan_doc(), self.env, self.records,
+                                self.mismatches, self.plans, interrupted)
+            rep.write()
+            rep.print_summary()
+        except Exception as e:  # the raw files are what matters; say what failed
+            ui.error(f"writing the report failed: {type(e).__name__}: {e}")
+        finally:
+            self.writer.close()
+        ui.info(f"results in {self.writer.out} (report.md, report.html, runs.jsonl, runs.csv)")
+
+
+def _run_line(i: int, n: int, rec: dict[str, Any]) -> str:
+    st = rec["status"]
+    w = rec.get("wall_s")
+    extra = f" {w:.3f}s" if isinstance(w, float) and st == "ok" else f" {st.upper()}"
+    if rec.get("mismatch"):
+        extra += " WRONG ANSWER"
+    ks = rec.get("kernel_share")
+    ks_txt = f" sys {ks * 100:.0f}%" if isinstance(ks, float) else ""
+    return (f"[{i}/{n}] {queries.qname(rec['query'])} {rec['config']:<18} run {rec['rep']}:"
+            f"{extra}{ks_txt}")
+
+
+class Progress:
+    """A rich progress bar (on a terminal) plus one line per finished run."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.live = ui.console is not None and ui.console.is_terminal
+        self._p: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> Progress:
+        if self.live:
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import Progress as RichProgress
+            self._p = RichProgress(
+                TextColumn("[bold cyan]tpch[/]"), BarColumn(), MofNCompleteColumn(),
+                TimeElapsedColumn(), TextColumn("ETA {task.fields[eta]}"),
+                TextColumn("{task.description}"), console=ui.console, transient=True)
+            self._p.__enter__()
+            self._task = self._p.add_task("starting", total=self.total, eta="?")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._p is not None:
+            self._p.__exit__(None, None, None)
+
+    def update(self, done: int, what: str, eta: float | None) -> None:
+        eta_txt = ui.fmt_seconds(eta) if eta is not None else "?"
+        if self._p is not None:
+            self._p.update(self._task, completed=done, description=what, eta=eta_txt)
+        elif done == 0 or done % 25 == 0:
+            ui.info(f"running {what} (ETA {eta_txt})")
+
+    def done_one(self, done: int, line: str) -> None:
+        if self._p is not None:
+            self._p.update(self._task, completed=done)
+            self._p.console.print(line, markup=False, highlight=False)
+        else:
+            ui.info(line)
+
+
+def run(opts: Options) -> int:
+    return Runner(opts).run()
