@@ -55,19 +55,22 @@ def _runs(rows: Sequence[Row], keys: Sequence[int]) -> list[list[Row]]:
     return runs
 
 
-def _multiset_diff(a: list[Row], b: list[Row]) -> tuple[Row, ...] | None:
-    """A row of ``a`` without an equal partner in ``b`` (or vice versa), None if they match."""
-    left = list(b)
-    for r in a:
+def _multiset_diff(ref: list[Row], got: list[Row]) -> tuple[Row | None, Row | None] | None:
+    """None if the two lists hold equal rows (in any order); else (a row of ``got`` without a
+    partner in ``ref`` or None, a row of ``ref`` without a partner in ``got`` or None)."""
+    left = list(ref)
+    extra: Row | None = None
+    for r in got:
         for i, s in enumerate(left):
             if rows_equal(r, s):
                 del left[i]
                 break
         else:
-            return (r,)
-    if left:
-        return (left[0],)
-    return None
+            if extra is None:
+                extra = r
+    if extra is None and not left:
+        return None
+    return extra, (left[0] if left else None)
 
 
 def fmt_row(r: Row) -> str:
@@ -101,8 +104,11 @@ def compare(ref: Sequence[Row], got: Sequence[Row], order_keys: Sequence[int]) -
                     "(order or content differs)")
         d = _multiset_diff(a, b)
         if d is not None:
-            return (f"rows {pos + 1}-{pos + len(a)} (equal ORDER BY keys) differ, e.g. "
-                    f"{fmt_row(d[0])}")
+            where = f"row {pos + 1}" if len(a) == 1 else (
+                f"rows {pos + 1}-{pos + len(a)} (equal ORDER BY keys, any order)")
+            got_txt = fmt_row(d[0]) if d[0] is not None else "?"
+            ref_txt = fmt_row(d[1]) if d[1] is not None else "?"
+            return f"{where}: {got_txt} instead of {ref_txt}"
         pos += len(a)
     if len(ra) != len(rb):
         return f"row {pos + 1}: order differs"

@@ -1,0 +1,395 @@
+"""Unit tests of bench/tpch: queries, configurations, comparison, statistics, measurement
+helpers, report rendering (no server needed)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.tpch import compare, configs, data, measure, queries, report, runner, schema, stats
+
+# --------------------------------------------------------------------------- queries
+
+
+def test_parse_query_list() -> None:
+    assert queries.parse_list("1-22") == list(range(1, 23))
+    assert queries.parse_list("1,6,14") == [1, 6, 14]
+    assert queries.parse_list("5-3, 7,q9,Q09") == [3, 4, 5, 7, 9]
+    for bad in ("0", "23", "1-30", "x", ","):
+        with pytest.raises(ValueError):
+            queries.parse_list(bad)
+
+
+def test_every_query_file_renders() -> None:
+    for q in queries.ALL_QUERIES:
+        text = queries.sql(q, 1.0)
+        assert text.lower().lstrip().startswith(("--", "select", "with"))
+        assert not text.endswith(";")
+        assert "{{" not in text
+        assert q in queries.ORDER_KEYS
+    assert set(queries.ORDER_KEYS) == set(queries.ALL_QUERIES)
+
+
+def test_q11_fraction_scales_with_sf() -> None:
+    assert queries.fraction(1.0) == "0.0001"
+    assert queries.fraction(0.01) == "0.01"
+    assert queries.fraction(10) == "0.00001"
+    assert "* 0.0001\n" in queries.sql(11, 1.0)
+
+
+def test_order_keys_are_select_columns() -> None:
+    # every ORDER BY key index must be an output column: count the select list roughly by
+    # the answer width of a known query
+    assert queries.ORDER_KEYS[2] == (0, 2, 1, 3)
+    assert queries.ORDER_KEYS[18] == (4, 3)
+    for keys in queries.ORDER_KEYS.values():
+        assert len(set(keys)) == len(keys)
+
+
+# --------------------------------------------------------------------------- configurations
+
+
+def test_config_table() -> None:
+    names = [c.name for c in configs.CONFIGS]
+    assert len(names) == len(set(names))
+    for needed in ("disk_base", "nvm_base_sync", "nvm_base_worker", "nvm_base_io_uring",
+                   "nvm_se1", "nvm_se2", "mem_limit"):
+        assert needed in names
+    assert configs.BASELINE in names and configs.CEILING in names
+    assert configs.BY_NAME["disk_base"].drop_caches
+    assert not configs.BY_NAME["nvm_se1"].drop_caches
+    assert configs.BY_NAME["mem_limit"].prewarm
+
+
+def test_resolve_configs() -> None:
+    assert [c.name for c in configs.resolve(None)] == configs.default_names()
+    # table order, not argument order
+    assert [c.name for c in configs.resolve(["mem_limit", "nvm_se1"])] == ["nvm_se1",
+                                                                            "mem_limit"]
+    with pytest.raises(ValueError, match="nope"):
+        configs.resolve(["nope"])
+
+
+def test_server_settings() -> None:
+    common = configs.Common("256MB", "32MB", 2)
+    s = configs.server_settings(configs.BY_NAME["nvm_base_sync"], common)
+    assert s["shared_buffers"] == "256MB"
+    assert s["work_mem"] == "32MB"
+    assert s["io_method"] == "sync"
+    assert s["jit"] == "off"
+    assert s["max_parallel_workers_per_gather"] == "2"
+    m = configs.server_settings(configs.BY_NAME["mem_limit"], common, whole_db_sb="4096MB")
+    assert m["shared_buffers"] == "4096MB"
+    with pytest.raises(ValueError):
+        configs.server_settings(configs.BY_NAME["mem_limit"], common)
+
+
+def test_whole_db_shared_buffers() -> None:
+    assert configs.whole_db_shared_buffers(0) == "128MB"
+    assert configs.whole_db_shared_buffers(25 << 20) == "128MB"
+    v = int(configs.whole_db_shared_buffers(1671 << 20).removesuffix("MB"))
+    assert v % 128 == 0 and v >= 1671 * 1.25
+
+
+def test_probe_message() -> None:
+    err = ('2026-01-01 GMT [1] FATAL:  invalid value for parameter "nvm_storage_engine": '
+           '"se2"\n2026-01-01 GMT [1] DETAIL:  not in this build\n2026 [1] HINT:  Use base')
+    msg = configs._error_message(err)
+    assert msg.startswith('invalid value for parameter "nvm_storage_engine"')
+    assert "not in this build" in msg
+
+
+# --------------------------------------------------------------------------- comparison
+
+
+def test_values_equal_tolerance() -> None:
+    assert compare.values_equal(Decimal("1.10"), Decimal("1.1"))
+    assert compare.values_equal(1.0, 1.0 + 1e-12)
+    assert not compare.values_equal(1.0, 1.0 + 1e-6)
+    assert compare.values_equal(Decimal("123456789.123"), 123456789.123)
+    assert not compare.values_equal("a", "b")
+    assert compare.values_equal(None, None)
+    assert not compare.values_equal(0, None)
+
+
+def test_compare_identical_and_different() -> None:
+    ref = [("A", Decimal("1.00")), ("B", Decimal("2.00"))]
+    assert compare.compare(ref, list(ref), (0,)) is None
+    assert "rows instead of" in (compare.compare(ref, ref[:1], (0,)) or "")
+    bad = [("A", Decimal("1.00")), ("B", Decimal("2.01"))]
+    msg = compare.compare(ref, bad, (0,))
+    assert msg is not None and "2.01" in msg
+    # wrong order of rows with distinct keys is a difference
+    assert compare.compare(ref, list(reversed(ref)), (0,)) is not None
+    # single-row answers
+    assert compare.compare([(1,)], [(2,)], ()) is not None
+
+
+def test_compare_ties_any_order() -> None:
+    ref = [(10, "x"), (10, "y"), (5, "z")]
+    got = [(10, "y"), (10, "x"), (5, "z")]
+    assert compare.compare(ref, got, (0,)) is None
+    wrong = [(10, "y"), (10, "w"), (5, "z")]
+    assert compare.compare(ref, wrong, (0,)) is not None
+
+
+def test_perturb_is_detected() -> None:
+    ref = [("A", Decimal("1.5"), 3)]
+    assert compare.compare(ref, compare.perturb(ref), (0,)) is not None
+    texts = [("a",)]
+    assert compare.compare(texts, compare.perturb(texts), ()) is not None
+
+
+def test_jsonable_and_digest() -> None:
+    rows = [(Decimal("1.50"), dt.date(1995, 3, 15), "AIR  ", None, 3)]
+    assert compare.rows_jsonable(rows) == [["1.50", "1995-03-15", "AIR  ", None, 3]]
+    assert compare.digest(rows) == compare.digest(list(rows))
+    assert compare.digest(rows) != compare.digest(compare.perturb(rows))
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def _rec(config: str, q: int, wall: float, status: str = "ok", u: float = 1.0,
+         s: float = 0.25) -> dict[str, Any]:
+    return {"config": config, "query": q, "status": status, "wall_s": wall,
+            "backend": {"utime_s": u, "stime_s": s, "minflt": 10, "majflt": 0},
+            "others_cpu_s": 0.1}
+
+
+def test_median_geomean_kernel_share() -> None:
+    assert stats.median([3.0, 1.0, 2.0]) == 2.0
+    assert stats.median([]) is None
+    assert stats.geomean([1.0, 4.0]) == pytest.approx(2.0)
+    assert stats.geomean([]) is None
+    assert stats.geomean([1.0, 0.0]) is None
+    assert stats.kernel_share(3.0, 1.0) == 0.25
+    assert stats.kernel_share(0.0, 0.0) is None
+
+
+def test_cells_and_summary() -> None:
+    runs = [_rec("a", 1, w) for w in (1.0, 3.0, 2.0)]
+    runs += [_rec("b", 1, w) for w in (2.0, 2.0, 2.0)]
+    runs += [_rec("a", 2, 4.0), _rec("b", 2, 1.0)]
+    runs += [_rec("a", 3, 5.0), _rec("b", 3, 0.0, status="timeout")]
+    t = stats.cells(runs)
+    c = t[("a", 1)]
+    assert (c.median, c.min, c.max) == (2.0, 1.0, 3.0)
+    assert c.kernel_share == pytest.approx(0.2)
+    assert c.status_summary() == "ok"
+    assert not t[("b", 3)].ok
+    assert t[("b", 3)].status_summary() == "1 timeout"
+    assert stats.common_queries(t, ["a", "b"], [1, 2, 3]) == [1, 2]
+    summ = stats.summarize(t, ["a", "b"], [1, 2, 3], references=["b"])
+    assert summ["a"].total == pytest.approx(6.0)
+    assert summ["b"].total == pytest.approx(3.0)
+    assert summ["a"].geomean == pytest.approx((2.0 * 4.0) ** 0.5)
+    assert summ["a"].ratios["b"] == pytest.approx((8.0 ** 0.5) / (2.0 ** 0.5))
+    assert summ["a"].total_ratios["b"] == pytest.approx(2.0)
+    assert summ["b"].n_failed == 1 and summ["a"].n_failed == 0
+    assert stats.normalized(t, "a", "b", 2) == pytest.approx(4.0)
+    assert stats.normalized(t, "a", "b", 3) is None
+
+
+# --------------------------------------------------------------------------- data & schema
+
+
+def test_fmt_sf() -> None:
+    assert data.fmt_sf(1.0) == "1"
+    assert data.fmt_sf(0.01) == "0.01"
+    assert data.fmt_sf(10) == "10"
+    assert data.fmt_sf(0.1) == "0.1"
+
+
+def test_manifest_digest_and_hash(tmp_path: Path) -> None:
+    f = tmp_path / "region.csv"
+    f.write_text("r_regionkey,r_name,r_comment\n0,AFRICA,x\n1,AMERICA,y\n")
+    digest, size, rows = data.hash_file(f)
+    assert rows == 2 and size == f.stat().st_size and len(digest) == 64
+    files = {t: data.FileInfo(f"{t}.csv", 1, 1, "00") for t in data.TABLES}
+    m = data.Manifest(1.0, "gen 1", files)
+    m2 = data.Manifest.from_json(json.loads(json.dumps(m.to_json())))
+    assert m2.digest == m.digest
+    files2 = dict(files)
+    files2["lineitem"] = data.FileInfo("lineitem.csv", 1, 2, "00")
+    assert data.Manifest(1.0, "gen 1", files2).digest != m.digest
+
+
+def test_ddl_and_checksum() -> None:
+    ddl = schema.ddl_statements()
+    assert len(ddl["tables"]) == 8
+    assert len(ddl["keys"]) == 8
+    # indexes only on foreign-key columns (TPC-H clause 1.5.4)
+    fk_cols = {(t, c) for t, cols, _, _ in schema.FOREIGN_KEYS for c in cols}
+    for t, cols in schema.FK_INDEXES:
+        assert all((t, c) in fk_cols for c in cols), (t, cols)
+    files = {t: data.FileInfo(f"{t}.csv", 1, 5, "00") for t in data.TABLES}
+    m = data.Manifest(1.0, "gen", files)
+    exp = schema.expected_checksum(1.0, m)
+    assert schema.checksum_mismatch(None, exp) is not None
+    assert schema.checksum_mismatch(dict(exp, loaded_rows={}), exp) is None
+    stale = dict(exp, schema_version=exp["schema_version"] - 1)
+    assert "schema_version" in (schema.checksum_mismatch(stale, exp) or "")
+
+
+# --------------------------------------------------------------------------- measurement
+
+
+def test_parse_stat_with_odd_comm() -> None:
+    line = "123 (postgres: a (b) c) S 1 2 3 0 -1 4194560 " + " ".join(str(i) for i in range(40))
+    comm, f = measure.parse_stat(line)
+    assert comm == "postgres: a (b) c"
+    assert f[0] == "S" and f[1] == "1"
+
+
+def test_proc_sample_self() -> None:
+    s = measure.proc_sample(os.getpid())
+    assert s is not None and s.utime >= 0 and s.minflt > 0
+    assert measure.proc_sample(2 ** 22 + 12345) is None
+
+
+def test_group_of() -> None:
+    assert measure.group_of("postgres: io worker 2") == "io worker"
+    assert measure.group_of("postgres: checkpointer ") == "checkpointer"
+    assert measure.group_of("postgres: pgnvm tpch [local] idle") == "client backend"
+    assert measure.group_of("whatever", "io worker") == "io worker"
+
+
+def test_cluster_delta() -> None:
+    def ps(u: float, s: float, start: int = 1, cu: float = 0.0) -> measure.ProcSample:
+        return measure.ProcSample(u, s, 0, 0, cu, 0.0, start, 0, 0, 0)
+
+    before = measure.ClusterSample(ps(1, 1, cu=0.5), {10: ("io worker", ps(1, 0)),
+                                                      11: ("checkpointer", ps(2, 2))})
+    after = measure.ClusterSample(ps(1, 1, cu=1.5), {10: ("io worker", ps(1.5, 0.25)),
+                                                     11: ("checkpointer", ps(2, 2)),
+                                                     12: ("parallel worker", ps(0.3, 0, 9))})
+    d = measure.cluster_delta(before, after)
+    assert d["groups"]["io worker"]["utime_s"] == pytest.approx(0.5)
+    assert d["groups"]["io worker"]["stime_s"] == pytest.approx(0.25)
+    assert d["groups"]["parallel worker"]["utime_s"] == pytest.approx(0.3)
+    assert d["exited_children"]["utime_s"] == pytest.approx(1.0)
+    assert measure.others_cpu_total(d) == pytest.approx(0.5 + 0.25 + 0.3 + 1.0)
+
+
+def test_stat_io_delta() -> None:
+    k = ("client backend", "relation", "normal")
+    before = {k: {"reads": 5.0, "hits": 10.0, "read_bytes": 40960.0}}
+    after = {k: {"reads": 8.0, "hits": 10.0, "read_bytes": 65536.0},
+             ("io worker", "relation", "normal"): {"reads": 2.0}}
+    rows = measure.stat_io_delta(before, after)
+    assert {"backend_type": "client backend", "object": "relation", "context": "normal",
+            "reads": 3, "read_bytes": 24576} in rows
+    assert measure.stat_io_sum(rows, "io worker", "reads") == 2
+
+
+def test_perf_counters_degrade() -> None:
+    """Software counters work wherever perf_event_open does; hardware ones are either
+    counted or recorded as not available, never an exception."""
+    pc = measure.PerfCounters(os.getpid())
+    pc.start()
+    sum(range(100000))
+    res = pc.stop()
+    assert set(res["counters"]) == set(measure.counter_names())
+    if measure.hardware_unavailable_reason() is not None:
+        assert res["counters"]["cycles_user"] is None
+        assert res["hardware"].startswith("not available")
+
+
+def test_scaled() -> None:
+    assert measure.scaled(100, 10, 5) == 200
+    assert measure.scaled(0, 0, 0) == 0.0
+    assert measure.scaled(5, 10, 0) is None
+
+
+# --------------------------------------------------------------------------- runner helpers
+
+
+def test_parse_perturb() -> None:
+    assert runner.parse_perturb("nvm_se1:6, mem_limit:q14") == {("nvm_se1", 6),
+                                                                ("mem_limit", 14)}
+    assert runner.parse_perturb(None) == set()
+
+
+def test_csv_row_flattens() -> None:
+    rec = _rec("nvm_se1", 6, 1.5)
+    rec["others"] = {"groups": {"io worker": {"utime_s": 0.5, "stime_s": 0.25, "procs": 3}},
+                     "exited_children": {"utime_s": 0.0, "stime_s": 0.0}}
+    rec["pg_stat_io"] = [{"backend_type": "client backend", "object": "relation",
+                          "context": "normal", "reads": 7, "hits": 3}]
+    rec["perf"] = {"counters": {"cycles_user": 123.0}}
+    row = runner.csv_row(rec)
+    assert row["io_worker_cpu_s"] == pytest.approx(0.75)
+    assert row["client_reads"] == 7 and row["client_hits"] == 3
+    assert row["cycles_user"] == 123.0 and row["cycles_kernel"] is None
+    assert set(row) <= set(runner.CSV_FIELDS)
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _plan(names: list[str], qs: list[int]) -> dict[str, Any]:
+    cfg = []
+    for n in names:
+        c = configs.BY_NAME[n]
+        cfg.append({"name": n, "engine": c.engine, "storage": c.storage, "doc": c.doc,
+                    "settings": c.settings, "prewarm": c.prewarm,
+                    "drop_caches": c.drop_caches,
+                    "server_settings": {"shared_buffers": "128MB"}})
+    return {"sf": 0.01, "queries": qs, "repeat": 2, "timeout_s": 60.0, "parallel_workers": 0,
+            "shared_buffers": "128MB", "work_mem": "64MB", "configs": cfg,
+            "unavailable": {"nvm_se2": "not in this build"}, "order": "interleaved",
+            "started_at": "2026-01-01T00:00:00"}
+
+
+def test_report_renders(tmp_path: Path) -> None:
+    names = ["disk_base", "nvm_base_worker", "nvm_se1", "mem_limit"]
+    qs = [1, 6, 14]
+    recs = []
+    for n_i, n in enumerate(names):
+        for q in qs:
+            for rep in (1, 2):
+                r = _rec(n, q, 0.5 + 0.1 * n_i + 0.01 * q + 0.001 * rep)
+                r["rep"] = rep
+                r["loadavg_1m"] = 0.3
+                r["pg_stat_io"] = [{"backend_type": "client backend", "object": "relation",
+                                    "context": "normal", "reads": 10, "hits": 5}]
+                recs.append(r)
+    recs.append(dict(_rec("nvm_se1", 14, 0.0, status="timeout"), rep=3))
+    mism = [{"query": 6, "config": "nvm_se1", "rep": 1, "reference": "disk_base",
+             "diff": "row 1: (2) instead of (1)"}]
+    rep = report.Report(tmp_path, _plan(names, qs), {"cpus": 2, "hardware_counters": "x"},
+                        recs, mism, {(1, "nvm_se1"): "Seq Scan", (1, "disk_base"): "Index"})
+    rep.write()
+    md = (tmp_path / "report.md").read_text()
+    assert "CORRECTNESS FAILED" in md and "Q06" in md
+    assert "nvm_se2" in md and "NOT AVAILABLE" in md
+    assert "not available" in md  # hardware counters
+    for png in ("wallclock_normalized.png", "kernel_share.png", "totals.png",
+                "page_faults.png", "cpu_breakdown.png"):
+        assert (tmp_path / png).stat().st_size > 1000, png
+        assert png in md
+    html = (tmp_path / "report.html").read_text()
+    assert html.startswith("<!DOCTYPE html>") and "<img src='totals.png'" in html
+    summ = json.loads((tmp_path / "summary.json").read_text())
+    # q14 had a timeout in nvm_se1 but also ok runs: it still has a median everywhere
+    assert summ["common_queries"] == [1, 6, 14]
+    assert summ["cells"]["nvm_se1/q14"]["status"] == "2 ok, 1 timeout"
+    rep.print_summary()
+
+
+def test_report_rebuild(tmp_path: Path) -> None:
+    names = ["nvm_base_sync", "nvm_se1"]
+    (tmp_path / "plan.json").write_text(json.dumps(_plan(names, [1])))
+    (tmp_path / "env.json").write_text(json.dumps({"cpus": 2}))
+    (tmp_path / "runs.jsonl").write_text("".join(
+        json.dumps(_rec(n, 1, 1.0)) + "\n" for n in names))
+    rep = report.rebuild(tmp_path)
+    assert rep.baseline == "nvm_base_sync"  # nvm_base_worker did not run
+    assert "Correctness: OK" in (tmp_path / "report.md").read_text()
