@@ -19,6 +19,8 @@ STOCK_ZEROEXTEND = (
 
 def test_stock_enospc_messages_accepted() -> None:
     assert enospc_problem(ServerError("53100", STOCK_EXTEND)) is None
+    short = 'could not extend file "base/5/1": wrote only 4096 of 8192 bytes at block 7'
+    assert enospc_problem(ServerError("53100", short)) is None
     assert enospc_problem(ServerError("53100", STOCK_ZEROEXTEND)) is None
 
 

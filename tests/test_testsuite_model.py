@@ -63,7 +63,6 @@ def test_report_json_roundtrip(tmp_path: Path) -> None:
         "duration": 12.346,
         "detail": "",
         "artifacts": [],
-        "metrics": {},
         "name": "regress[base]",
     }
     assert doc["checks"][1]["name"] == "crash[se1]"

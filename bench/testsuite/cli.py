@@ -45,6 +45,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="seed of the crash check's kill timing (default: random, printed)",
     )
+    p.add_argument(
+        "--no-build",
+        dest="build",
+        action="store_false",
+        help="use the installed check flavour as it is (no rebuild of postgres/)",
+    )
     p.set_defaults(func=_cmd_test)
 
 
@@ -61,4 +67,8 @@ def _cmd_test(args: argparse.Namespace) -> int:
         registry.select(args.only)
     except ValueError as e:
         raise SystemExit(f"pgnvm test: {e}") from None
-    return run_tests(Options(engines=args.engines, only=args.only, keep=args.keep, seed=args.seed))
+    return run_tests(
+        Options(
+            engines=args.engines, only=args.only, keep=args.keep, seed=args.seed, build=args.build
+        )
+    )

@@ -6,7 +6,6 @@ import contextlib
 import json
 import shutil
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -204,16 +203,6 @@ class EngineEnv:
         dst = self.artifacts / (name or src.name)
         shutil.copyfile(src, dst)
         return dst
-
-
-@contextlib.contextmanager
-def cleanup_on_exit(envs: list[EngineEnv]) -> Iterator[None]:
-    try:
-        yield
-    finally:
-        for e in envs:
-            with contextlib.suppress(Exception):
-                e.cluster.stop("immediate")
 
 
 def repo_results_dir() -> Path:

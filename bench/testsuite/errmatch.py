@@ -8,11 +8,14 @@ from dataclasses import dataclass
 DISK_FULL = "53100"
 DATA_CORRUPTED = "XX001"
 
-# PostgreSQL 18 md.c: mdextend() "could not extend file \"%s\": %m" and
-# mdzeroextend() "... with FileFallocate(): %m" / "could not extend file \"%s\": %m";
-# %m for ENOSPC is "No space left on device".
+# PostgreSQL 18 md.c, all with SQLSTATE 53100 for ENOSPC:
+#   mdextend():     "could not extend file \"%s\": %m"
+#                   "could not extend file \"%s\": wrote only %d of %d bytes at block %u"
+#   mdzeroextend(): "could not extend file \"%s\" with FileFallocate(): %m" / "...: %m"
+# where %m for ENOSPC is "No space left on device".
 ENOSPC_RE = re.compile(
-    r'could not extend file "[^"]+"(?: with FileFallocate\(\))?: No space left on device'
+    r'could not extend file "[^"]+"(?: with FileFallocate\(\))?: '
+    r"(?:No space left on device|wrote only \d+ of \d+ bytes at block \d+)"
 )
 
 # md.c mdreadv()/md_readv_report():

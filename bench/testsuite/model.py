@@ -23,7 +23,6 @@ class CheckResult:
     duration: float = 0.0
     detail: str = ""
     artifacts: list[str] = field(default_factory=list)
-    metrics: dict[str, Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.model import CheckFailed
@@ -29,17 +28,16 @@ def _suite(env: EngineEnv, subdir: str, target: str, name: str, timeout: float) 
     diffs = out / "regression.diffs"
     if ran.returncode != 0 or summary is None or "failed" in summary.group(1):
         failed = _FAILED_TEST_RE.findall(ran.output)
-        artifacts = [str(env.workdir / f"{name}.log")]
         msg = summary.group(1) if summary else f"make {target} exited {ran.returncode}"
         if failed:
             msg += f" failed: {', '.join(failed[:20])}"
+        artifacts = [str(env.save_artifact(env.workdir / f"{name}.log"))]
         if diffs.is_file() and diffs.stat().st_size:
             saved = env.save_artifact(diffs, f"{name}.regression.diffs")
-            artifacts = [str(saved), *artifacts]
+            artifacts.insert(0, str(saved))
             msg += f"; diffs: {saved}"
         else:
             msg += f"\n{ran.tail(25)}"
-        env.save_artifact(Path(artifacts[-1]), f"{name}.log")
         raise CheckFailed(msg, artifacts)
     return summary.group(1)
 
