@@ -4,6 +4,7 @@ from bench.testsuite.errmatch import (
     SHORT_READ_RE,
     ServerError,
     enospc_problem,
+    headline,
     log_problems,
     normalise_message,
 )
@@ -80,3 +81,35 @@ def test_log_problems() -> None:
     assert "signal 7" in found[0] and "PANIC" in found[1] and found[2].startswith("TRAP")
     assert "exit code 1" in found[3]
     assert log_problems("LOG:  checkpoint complete\nERROR:  relation does not exist\n") == []
+
+
+def test_headline_prefers_the_refused_setting() -> None:
+    initdb = "\n".join(
+        [
+            "creating configuration files ... ok",
+            "running bootstrap script ... 2026-11-21 00:03:11.527 GMT [28270] LOG:  "
+            'invalid value for parameter "nvm_storage_engine": "se2"',
+            '2026-11-21 00:03:11.527 GMT [28270] DETAIL:  Storage engine "se2" is not available.',
+            '2026-11-21 00:03:11.530 UTC [28270] FATAL:  configuration file "x" contains errors',
+            'initdb: removing data directory "x"',
+        ]
+    )
+    assert headline(initdb) == (
+        'invalid value for parameter "nvm_storage_engine": "se2" '
+        '(Storage engine "se2" is not available.)'
+    )
+    stock = (
+        'LOG:  unrecognized configuration parameter "nvm_storage_engine" in file "x" line 3\n'
+        "FATAL:  configuration file contains errors\n"
+    )
+    assert headline(stock) == (
+        'unrecognized configuration parameter "nvm_storage_engine" in file "x" line 3'
+    )
+
+
+def test_headline_falls_back_to_fatal_then_first_line() -> None:
+    assert headline("waiting\n[1] FATAL:  could not map file\nmore") == (
+        "FATAL: could not map file"
+    )
+    assert headline("\n  plain failure\nsecond") == "plain failure"
+    assert headline("") == ""

@@ -1,6 +1,11 @@
 from __future__ import annotations
 
-from bench.testsuite.checks.strace_check import relation_reads
+import json
+
+import pytest
+
+from bench.testsuite.checks.strace_check import relation_reads, scan_stats
+from bench.testsuite.model import CheckFailed
 
 REL = "/mnt/pgnvm/nvm/pgnvm-test-base/data/base/5/16384"
 
@@ -31,3 +36,25 @@ def test_other_relfile_with_common_prefix_not_counted() -> None:
 
 def test_empty_trace() -> None:
     assert relation_reads("", REL) == []
+
+
+def test_scan_stats_finds_the_seq_scan() -> None:
+    plan = [
+        {
+            "Plan": {
+                "Node Type": "Aggregate",
+                "Actual Rows": 1.0,
+                "Shared Read Blocks": 4600,
+                "Plans": [
+                    {"Node Type": "Seq Scan", "Actual Rows": 281000.0, "Shared Read Blocks": 4600}
+                ],
+            }
+        }
+    ]
+    assert scan_stats(plan) == (281000, 4600)
+    assert scan_stats(json.dumps(plan)) == (281000, 4600)
+
+
+def test_scan_stats_without_seq_scan_fails() -> None:
+    with pytest.raises(CheckFailed, match="no Seq Scan"):
+        scan_stats([{"Plan": {"Node Type": "Result", "Actual Rows": 1}}])

@@ -73,3 +73,28 @@ _LOG_PROBLEM_RE = re.compile(
 def log_problems(log_text: str) -> list[str]:
     """Server log lines that show a crash: PANIC, a backend killed by a signal, a TRAP."""
     return [m.group(0).strip() for m in _LOG_PROBLEM_RE.finditer(log_text)]
+
+
+_LEVEL_RE = re.compile(r"\b(LOG|FATAL|PANIC|ERROR|DETAIL|HINT):\s+(.*)$")
+_CONFIG_PROBLEMS = ("invalid value for parameter", "unrecognized configuration parameter")
+
+
+def headline(text: str) -> str:
+    """The one line of a failure's output that says why (for a summary line).
+
+    A setting the server refuses beats everything (plus its DETAIL), then the first
+    FATAL/PANIC/ERROR, then the first non-empty line; log prefixes are dropped.
+    """
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    parsed = [(_LEVEL_RE.search(ln), ln) for ln in lines]
+    for i, (m, ln) in enumerate(parsed):
+        if any(p in ln for p in _CONFIG_PROBLEMS):
+            out = m.group(2) if m else ln
+            nxt = parsed[i + 1][0] if i + 1 < len(parsed) else None
+            if nxt and nxt.group(1) == "DETAIL":
+                out += f" ({nxt.group(2)})"
+            return out
+    for m, _ in parsed:
+        if m and m.group(1) in ("FATAL", "PANIC", "ERROR"):
+            return f"{m.group(1)}: {m.group(2)}"
+    return lines[0] if lines else ""

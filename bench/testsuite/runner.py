@@ -19,6 +19,7 @@ from bench.testsuite import engines as engines_mod
 from bench.testsuite import model, proc, registry
 from bench.testsuite.checks.pytest_check import pytest_check
 from bench.testsuite.context import FLAVOUR, EngineEnv, RunState, repo_results_dir
+from bench.testsuite.errmatch import headline
 from bench.testsuite.model import CheckFailed, CheckResult, CheckSkipped, Status
 
 
@@ -92,11 +93,11 @@ def _engine_run(
     setup = run_one("setup", env.engine, 10 * 60, env.setup, env)
     results.append(setup)
     if setup.status is not Status.PASS:
+        why = headline(setup.detail)
+        setup.detail = f"{why}\n{setup.detail}"
         for c in checks:
             results.append(
-                CheckResult(
-                    c.name, env.engine, Status.FAIL, 0.0, f"cluster setup failed: {setup.detail}"
-                )
+                CheckResult(c.name, env.engine, Status.FAIL, 0.0, f"cluster setup failed: {why}")
             )
             ui.error(results[-1].line())
         return

@@ -9,11 +9,13 @@ proves the check can fail.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.model import CheckFailed
@@ -35,6 +37,25 @@ def relation_reads(trace: str, relfile: str) -> list[str]:
         if path == relfile or path.startswith(relfile + "."):
             out.append(line)
     return out
+
+
+def _find_node(plan: dict[str, Any], node_type: str) -> dict[str, Any] | None:
+    if plan.get("Node Type") == node_type:
+        return plan
+    for child in plan.get("Plans", []):
+        found = _find_node(child, node_type)
+        if found is not None:
+            return found
+    return None
+
+
+def scan_stats(explain_json: Any) -> tuple[int, int]:
+    """(rows, shared blocks read) of the Seq Scan in EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)."""
+    doc = json.loads(explain_json) if isinstance(explain_json, str) else explain_json
+    node = _find_node(doc[0]["Plan"], "Seq Scan")
+    if node is None:
+        raise CheckFailed(f"no Seq Scan in the plan: {json.dumps(doc)[:1000]}")
+    return int(float(node["Actual Rows"])), int(node["Shared Read Blocks"])
 
 
 def _wait_attached(log: Path, pids: list[int], timeout: float = 20) -> None:
@@ -92,15 +113,26 @@ def strace(env: EngineEnv, limit: float) -> str:
         try:
             _wait_attached(out_log, pids)
             t0 = time.monotonic()
-            count = c.execute("SELECT count(*), sum(length(pad)) FROM strace_t").fetchone()
+            plan = c.execute(
+                "EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, FORMAT JSON) "
+                "SELECT count(*), sum(length(pad)) FROM strace_t"
+            ).fetchone()[0]  # type: ignore[index]
             scan_s = time.monotonic() - t0
         finally:
             st.signal(signal.SIGINT)  # strace detaches and flushes
             st.wait(20)
             st.stop()  # kills it if it did not exit
         c.execute("DROP TABLE strace_t")
-    if count is None or count[0] != rows:
-        raise CheckFailed(f"scan returned {count}, expected {rows} rows")
+    scanned, read_blocks = scan_stats(plan)
+    blocks = size // 8192
+    if scanned != rows:
+        raise CheckFailed(f"the seq scan returned {scanned} rows, expected {rows}")
+    if read_blocks < 0.9 * blocks:
+        # all hits would mean the scan never went to storage: nothing to observe
+        raise CheckFailed(
+            f"the scan missed only {read_blocks} of {blocks} blocks in shared buffers: "
+            "it did not read the table from storage"
+        )
     trace = trace_log.read_text(errors="replace") if trace_log.exists() else ""
     reads = relation_reads(trace, relfile)
     nlines = len(trace.splitlines())
@@ -113,7 +145,8 @@ def strace(env: EngineEnv, limit: float) -> str:
                 f"({nlines} traced syscalls by {who}); the check cannot see reads"
             )
         return (
-            f"control: base read the table with {len(reads)} syscalls "
+            f"control: base read the table with {len(reads)} syscalls for {read_blocks} "
+            f"block misses "
             f"({size >> 20} MB table, {sb >> 20} MB shared_buffers, {who}, scan {scan_s:.1f}s)"
         )
     if reads:
@@ -123,5 +156,6 @@ def strace(env: EngineEnv, limit: float) -> str:
         )
     return (
         f"no {SYSCALLS} of the table's files during a scan of {size >> 20} MB "
+        f"with {read_blocks} block misses "
         f"({nlines} other traced syscalls; {who}, scan {scan_s:.1f}s)"
     )
