@@ -28,7 +28,7 @@ from bench.tpch import schema
 from bench.tpch.data import Manifest, fmt_sf
 
 DEFAULT_PREFIX = "tpch"
-DEFAULT_PORT = 5470  # nvm: port, disk: port + 1
+DEFAULT_PORT = 5520  # nvm: port, disk: port + 1 (the test harness uses 5471-5473)
 STORAGE_OFFSET = {"nvm": 0, "disk": 1}
 
 
@@ -80,7 +80,7 @@ class Target:
             c.init()
         self._cluster = c
         self.configure("base", dict(schema.LOAD_SETTINGS))
-        self.cluster.start()
+        self.start()
         try:
             expected = schema.expected_checksum(sf, manifest)
             with self.connect("postgres") as conn:
@@ -95,7 +95,17 @@ class Target:
             else:
                 ui.step(f"loading TPC-H SF {fmt_sf(sf)} into {self.name} "
                         f"({self.cluster.datadir}): {why}")
-                times = schema.load(self.connect, data_dir, sf, manifest)
+                try:
+                    times = schema.load(self.connect, data_dir, sf, manifest)
+                except psycopg.OperationalError as e:
+                    if self.cluster.is_running():
+                        raise
+                    # the server went away under the load (killed from outside): once more
+                    ui.notice(f"{self.name}: the server stopped during the load ({e}); "
+                              "restarting and loading again")
+                    ui.show_tail(self.cluster.logfile(), 10)
+                    self.start()
+                    times = schema.load(self.connect, data_dir, sf, manifest)
                 ui.info(f"   loaded {self.name} in {ui.fmt_seconds(times['total'])} ("
                         + ", ".join(f"{k} {v:.0f}s" for k, v in times.items() if k != "total")
                         + ")")
@@ -121,11 +131,25 @@ class Target:
         c.save()
         self.engine = engine
 
+    def start(self) -> None:
+        """Start the server on a free port. Cluster.start() stops any other pgnvm cluster
+        that holds the port (immediate): never take a port someone else is using."""
+        if not self.cluster.is_running() and clu.port_in_use(self.port):
+            old = self.port
+            while clu.port_in_use(self.port):
+                self.port += 2
+            ui.notice(f"port {old} is in use by another server; {self.name} uses {self.port}")
+            c = self.cluster
+            c.spec.port = self.port
+            c._write_conf()  # private on purpose, see configure()
+            c.save()
+        self.cluster.start()
+
     def restart(self) -> float:
         """Stop (fast) and start the server; returns the seconds it took."""
         t0 = time.monotonic()
         self.cluster.stop("fast")
-        self.cluster.start()
+        self.start()
         return time.monotonic() - t0
 
     def stop(self) -> None:

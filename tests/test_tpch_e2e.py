@@ -1,0 +1,133 @@
+"""End to end: ``./pgnvm tpch`` at scale factor 0.01 over three configurations.
+
+Runs the real command (``python -m bench tpch``) against clusters of its own (prefix
+``tpchtest``, ports 5530/5531), so it never touches the ``tpch-*`` clusters of a real run.
+Uses the installed release build when there is one (``--no-build``), else builds it (as a
+fresh machine's first ``./pgnvm tpch`` would). Checks the raw files and the report of a full
+run, then that a deliberately wrong answer (the PGNVM_TPCH_PERTURB test hook) fails the run
+naming the query and the configurations. No timing assertions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench import cluster, paths
+from bench.tpch import runner
+
+CONFIGS = "nvm_base_sync,nvm_se1,mem_limit"
+PREFIX = "tpchtest"
+PORT = 5530
+
+
+def _tpch(
+    out: Path, *args: str, env_extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(paths.REPO_ROOT)
+    env[runner.PREFIX_ENV] = PREFIX
+    env.pop(runner.PERTURB_ENV, None)
+    env.update(env_extra or {})
+    build = ["--no-build"] if (paths.install_dir("release") / "bin" / "postgres").is_file() else []
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench",
+        "tpch",
+        "--sf",
+        "0.01",
+        "--configs",
+        CONFIGS,
+        "--port",
+        str(PORT),
+        "--out",
+        str(out),
+        "--timeout",
+        "120",
+        *build,
+        *args,
+    ]
+    return subprocess.run(
+        cmd, cwd=paths.REPO_ROOT, env=env, capture_output=True, text=True, timeout=1500, check=False
+    )
+
+
+@pytest.fixture(scope="module")
+def test_clusters() -> Iterator[None]:
+    yield
+    for name in (f"{PREFIX}-sf0.01-nvm", f"{PREFIX}-sf0.01-disk"):
+        if cluster.Cluster.exists(name):
+            cluster.Cluster.load(name).destroy()
+
+
+def test_tpch_end_to_end(tmp_path: Path, test_clusters: None) -> None:
+    out = tmp_path / "full"
+    r = _tpch(out, "--queries", "1-22", "--repeat", "1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    for name in (
+        "runs.jsonl",
+        "runs.csv",
+        "env.json",
+        "plan.json",
+        "summary.json",
+        "report.md",
+        "report.html",
+        "wallclock_normalized.png",
+        "kernel_share.png",
+        "totals.png",
+        "page_faults.png",
+        "cpu_breakdown.png",
+        "mismatches.json",
+    ):
+        assert (out / name).is_file(), name
+    runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+    assert len(runs) == 22 * 3
+    assert {r["status"] for r in runs} == {"ok"}
+    assert {r["config"] for r in runs} == set(CONFIGS.split(","))
+    for rec in runs:
+        assert rec["wall_s"] > 0
+        assert rec["backend"]["minflt"] >= 0
+        assert "perf" in rec and "counters" in rec["perf"]
+        assert any(x["backend_type"] == "client backend" for x in rec["pg_stat_io"])
+    # every configuration gives the same answer to every query
+    digests: dict[int, set[str]] = {}
+    for rec in runs:
+        digests.setdefault(rec["query"], set()).add(rec["answer"])
+    assert all(len(d) == 1 for d in digests.values()), digests
+    # mem_limit was prewarmed, the nvm configurations were not
+    assert all(r.get("prewarm_blocks", 0) > 0 for r in runs if r["config"] == "mem_limit")
+    csv_lines = (out / "runs.csv").read_text().splitlines()
+    assert len(csv_lines) == 1 + 22 * 3
+    env = json.loads((out / "env.json").read_text())
+    assert "PostgreSQL 18" in env["server_version"]
+    assert env["git_commit"]
+    md = (out / "report.md").read_text()
+    assert "Correctness: OK" in md
+    assert "nvm_base_sync" in md and "Q22" in md
+    assert json.loads((out / "mismatches.json").read_text()) == []
+    assert "TPC-H SF 0.01" in r.stdout  # the console summary table
+
+    # a second run reuses the loaded database and catches a wrong answer
+    out2 = tmp_path / "wrong"
+    r2 = _tpch(
+        out2, "--queries", "6,14", "--repeat", "1", env_extra={runner.PERTURB_ENV: "nvm_se1:6"}
+    )
+    assert r2.returncode == 1, r2.stdout + r2.stderr
+    text = r2.stdout + r2.stderr
+    assert "WRONG ANSWER" in text and "Q06" in text and "nvm_se1" in text
+    assert "nvm_base_sync" in text  # the configuration it was compared with
+    env2 = json.loads((out2 / "env.json").read_text())
+    assert env2["load"] == {"nvm": "reused"}
+    mism = json.loads((out2 / "mismatches.json").read_text())
+    assert [(m["query"], m["config"], m["reference"]) for m in mism] == [
+        (6, "nvm_se1", "nvm_base_sync")
+    ]
+    assert "CORRECTNESS FAILED" in (out2 / "report.md").read_text()
+    assert (out2 / "answers" / "q06.nvm_se1.rep1.WRONG.json").is_file()
