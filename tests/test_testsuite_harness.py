@@ -10,7 +10,7 @@ import pytest
 from bench.testsuite import proc, registry
 from bench.testsuite.cli import register
 from bench.testsuite.model import CheckFailed, CheckSkipped, Status
-from bench.testsuite.runner import run_one
+from bench.testsuite.runner import Interrupted, run_one
 
 
 def test_select_everything_by_default() -> None:
@@ -116,3 +116,28 @@ def test_run_captures_output_and_exit_code(tmp_path: Path) -> None:
     assert r.returncode == 3 and r.output.strip() == "out"
     r = proc.run(["sh", "-c", "echo a; echo b >&2"], timeout=30, log=tmp_path / "x.log")
     assert r.output.split() == ["a", "b"] and (tmp_path / "x.log").read_text().split() == ["a", "b"]
+
+
+def test_interrupt_is_recorded_and_propagated() -> None:
+    def ctrl_c() -> str:
+        raise KeyboardInterrupt
+
+    with pytest.raises(Interrupted) as info:
+        run_one("regress", "se1", 10, ctrl_c)
+    assert isinstance(info.value, KeyboardInterrupt)
+    assert info.value.result.status is Status.FAIL
+    assert info.value.result.name == "regress[se1]" and info.value.result.detail == "interrupted"
+
+
+def test_pick_port_avoids_other_clusters_and_busy_ports(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench import cluster as clu
+    from bench.testsuite import context
+
+    others = [
+        clu.Cluster(clu.ClusterSpec(name="tpch", port=5471)),
+        clu.Cluster(clu.ClusterSpec(name="pgnvm-test-base", port=5473)),  # ours: reusable
+    ]
+    monkeypatch.setattr(clu.Cluster, "all", classmethod(lambda cls: others))
+    monkeypatch.setattr(clu, "port_in_use", lambda port, host="127.0.0.1": port == 5472)
+    assert context.pick_port(5471, set()) == 5473
+    assert context.pick_port(5471, {5473}) == 5474

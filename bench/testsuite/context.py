@@ -25,6 +25,7 @@ BASE_SETTINGS: dict[str, str] = {
 }
 FLAVOUR = "check"
 PORT_BASE = 5471
+NAME_PREFIX = "pgnvm-test-"
 STATEMENT_TIMEOUT_MS = 300_000
 
 
@@ -64,17 +65,28 @@ class RunState:
         self.reference_file.write_text(json.dumps(doc, indent=2) + "\n")
 
 
+def pick_port(start: int, taken: set[int]) -> int:
+    """A port for a test cluster that no other pgnvm cluster is configured for and nothing
+    listens on (starting a cluster stops whatever *cluster* holds its port)."""
+    known = {c.spec.port for c in clu.Cluster.all() if not c.spec.name.startswith(NAME_PREFIX)}
+    for port in range(start, start + 500):
+        if port in taken or port in known or clu.port_in_use(port):
+            continue
+        return port
+    raise RuntimeError(f"no free port in {start}..{start + 499}")
+
+
 class EngineEnv:
     """One engine's cluster and work directory."""
 
-    def __init__(self, run: RunState, engine: str, index: int) -> None:
+    def __init__(self, run: RunState, engine: str, port: int) -> None:
         self.run = run
         self.engine = engine
         self.spec = clu.ClusterSpec(
-            name=f"pgnvm-test-{engine}",
+            name=f"{NAME_PREFIX}{engine}",
             engine=engine,
             storage="nvm",
-            port=PORT_BASE + index,
+            port=port,
             flavour=FLAVOUR,
             settings=dict(BASE_SETTINGS),
         )

@@ -18,7 +18,14 @@ from bench import cluster as clu
 from bench.testsuite import engines as engines_mod
 from bench.testsuite import model, proc, registry
 from bench.testsuite.checks.pytest_check import pytest_check
-from bench.testsuite.context import FLAVOUR, EngineEnv, RunState, repo_results_dir
+from bench.testsuite.context import (
+    FLAVOUR,
+    PORT_BASE,
+    EngineEnv,
+    RunState,
+    pick_port,
+    repo_results_dir,
+)
 from bench.testsuite.errmatch import headline
 from bench.testsuite.model import CheckFailed, CheckResult, CheckSkipped, Status
 
@@ -48,6 +55,14 @@ def _detail_of(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}"
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C / SIGTERM during a check; carries that check's (failed) result."""
+
+    def __init__(self, result: CheckResult) -> None:
+        super().__init__(result.name)
+        self.result = result
+
+
 def run_one(
     name: str,
     engine: str | None,
@@ -70,6 +85,9 @@ def run_one(
         status, detail, artifacts = Status.FAIL, str(e), e.artifacts
     except proc.CheckTimeout as e:
         status, detail = Status.FAIL, f"TIMEOUT: {e}"
+    except KeyboardInterrupt as e:
+        r = CheckResult(name, engine, Status.FAIL, time.monotonic() - t0, "interrupted")
+        raise Interrupted(r) from e
     except Exception as e:
         status, detail = Status.FAIL, _detail_of(e)
     if env is not None and status is not Status.SKIP:
@@ -193,15 +211,20 @@ def run_tests(opts: Options) -> int:
                     )
                 )
             if checks:
-                for i, engine in enumerate(engine_list):
-                    env = EngineEnv(run, engine, i)
+                ports: set[int] = set()
+                for engine in engine_list:
+                    port = pick_port(PORT_BASE, ports)
+                    ports.add(port)
+                    env = EngineEnv(run, engine, port)
                     envs.append(env)
                     try:
                         _engine_run(env, checks, results)
                     finally:
                         env.teardown()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         interrupted = True
+        if isinstance(e, Interrupted):
+            results.append(e.result)
         ui.error("interrupted: stopping the servers this run started")
     finally:
         for env in envs:
