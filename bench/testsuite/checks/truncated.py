@@ -1,13 +1,25 @@
 """truncated: a relation file shrinks behind the server's back.
 
-Reading the missing blocks must raise an ERROR (not crash a backend, not SIGBUS a
-mapping), and every engine must behave exactly like base: the same result or the same
-SQLSTATE and message (file paths normalised) for each probe query.
+A ~2 MB table is checkpointed, its buffers evicted, and its file cut to half its size.
+Three probes then read it:
+
+* ``seqscan count(*)``: a new scan takes the table's size from the file, so stock
+  PostgreSQL silently counts the remaining half (no error);
+* ``index fetch of a lost row``: an index points into the lost half; reading that block
+  must fail;
+* ``seqscan cursor across the cut``: a sequential scan opened *before* the cut (it still
+  believes in the old size) runs into the missing blocks; must fail too. This is where a
+  mapping-based engine would touch bytes beyond the end of the file (SIGBUS).
+
+The server must stay up (same postmaster, no crash in the log), and every engine must
+behave exactly like base: the same result, or the same SQLSTATE and message (file path
+normalised), for each probe.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -17,43 +29,47 @@ from bench.testsuite.errmatch import DATA_CORRUPTED, SHORT_READ_RE, normalise_me
 from bench.testsuite.model import CheckFailed
 
 ROWS = 16_000  # ~2 MB heap with the pad below
-
-#: (name, settings, query). The first reads the table sequentially (its size comes from
-#: the file, so stock PostgreSQL sees a shorter table); the second fetches a heap tuple of
-#: the lost half through the index, which must fail.
-PROBES: list[tuple[str, dict[str, str], str]] = [
-    ("seqscan count(*)", {}, "SELECT count(*) FROM trunc_t"),
-    (
-        "index fetch of a lost row",
-        {"enable_seqscan": "off", "enable_bitmapscan": "off", "enable_indexonlyscan": "off"},
-        f"SELECT id, length(pad) FROM trunc_t WHERE id = {ROWS}",
-    ),
-]
-MUST_FAIL = "index fetch of a lost row"
+INDEX_ONLY = {"enable_seqscan": "off", "enable_bitmapscan": "off", "enable_indexonlyscan": "off"}
+#: probes that must raise an error (in base: XX001 "could not read blocks ...")
+MUST_FAIL = ("index fetch of a lost row", "seqscan cursor across the cut")
 
 
-def _probe(
-    conn: psycopg.Connection, settings: dict[str, str], sql: str, relpath: str
-) -> dict[str, Any]:
-    for k, v in settings.items():
-        conn.execute(f"SET {k} = '{v}'")
+def _outcome(relpath: str, run: Callable[[], list[tuple[Any, ...]]]) -> dict[str, Any]:
     try:
-        rows = conn.execute(sql).fetchall()
-        out: dict[str, Any] = {"result": [list(map(str, r)) for r in rows]}
+        rows = run()
     except psycopg.Error as e:
-        out = {
+        msg = e.diag.message_primary or str(e)
+        return {
             "sqlstate": e.diag.sqlstate,
-            "message": normalise_message(e.diag.message_primary or str(e), {relpath: "<relfile>"}),
+            "message": normalise_message(msg, {relpath: "<relfile>"}),
         }
-    for k in settings:
-        conn.execute(f"RESET {k}")
-    return out
+    return {"result": [list(map(str, r)) for r in rows]}
 
 
-def _describe(o: dict[str, Any]) -> str:
+def describe(o: dict[str, Any]) -> str:
     if "sqlstate" in o:
         return f"ERROR {o['sqlstate']}: {o['message']}"
     return f"result {o['result']}"
+
+
+def compare_outcomes(expected: dict[str, Any], got: dict[str, Any], engine: str) -> list[str]:
+    """Probes whose outcome differs from the base reference."""
+    return [
+        f"{n}: base {describe(expected[n])} / {engine} "
+        f"{describe(got[n]) if n in got else 'not run'}"
+        for n in expected
+        if got.get(n) != expected[n]
+    ]
+
+
+def _probe_with(c: psycopg.Connection, settings: dict[str, str], sql: str) -> list[Any]:
+    for k, v in settings.items():
+        c.execute(f"SET {k} = '{v}'")
+    try:
+        return c.execute(sql).fetchall()
+    finally:
+        if not c.broken:
+            c.execute("RESET ALL")
 
 
 def truncated(env: EngineEnv, limit: float) -> str:
@@ -87,8 +103,32 @@ def truncated(env: EngineEnv, limit: float) -> str:
         ).fetchone()
         if left is None or left[0] != 0:
             raise CheckFailed(f"{left} buffers of trunc_t still cached after eviction {ev}")
-        os.truncate(path, size // 2)
-        outcomes = {name: _probe(c, s, q, relpath) for name, s, q in PROBES}
+
+        # a sequential scan that starts before the cut: it sized the table at 100%
+        with env.connect(autocommit=False) as early:
+            early.execute("SET max_parallel_workers_per_gather = 0")
+            early.execute("DECLARE cur NO SCROLL CURSOR FOR SELECT id, length(pad) FROM trunc_t")
+            first = early.execute("FETCH 10 FROM cur").fetchall()
+            if len(first) != 10:
+                raise CheckFailed(f"cursor returned {first}")
+
+            os.truncate(path, size // 2)
+
+            outcomes = {
+                "seqscan count(*)": _outcome(
+                    relpath, lambda: c.execute("SELECT count(*) FROM trunc_t").fetchall()
+                ),
+                "index fetch of a lost row": _outcome(
+                    relpath,
+                    lambda: _probe_with(
+                        c, INDEX_ONLY, f"SELECT id, length(pad) FROM trunc_t WHERE id = {ROWS}"
+                    ),
+                ),
+                "seqscan cursor across the cut": _outcome(
+                    relpath, lambda: [(len(early.execute("FETCH ALL FROM cur").fetchall()),)]
+                ),
+            }
+            early.rollback()
         if c.execute("SELECT 1").fetchone() != (1,):
             raise CheckFailed("SELECT 1 failed on the same connection after the probes")
     with env.connect() as c:
@@ -102,16 +142,18 @@ def truncated(env: EngineEnv, limit: float) -> str:
     if problems:
         raise CheckFailed("server log shows a crash: " + " | ".join(problems[:5]))
 
-    lost = outcomes[MUST_FAIL]
-    if "sqlstate" not in lost:
-        raise CheckFailed(f"{MUST_FAIL}: expected an ERROR, got {_describe(lost)}")
+    for name in MUST_FAIL:
+        if "sqlstate" not in outcomes[name]:
+            raise CheckFailed(f"{name}: expected an ERROR, got {describe(outcomes[name])}")
     if env.engine == "base":
-        # stock behaviour, recorded as the reference: proves the probe does hit a short read
-        if lost["sqlstate"] != DATA_CORRUPTED or not SHORT_READ_RE.search(lost["message"]):
-            raise CheckFailed(
-                f"{MUST_FAIL}: expected stock XX001 'could not read blocks ... "
-                f"read only N of M bytes', got {_describe(lost)}"
-            )
+        # stock behaviour, recorded as the reference; proves the probes do hit short reads
+        for name in MUST_FAIL:
+            o = outcomes[name]
+            if o["sqlstate"] != DATA_CORRUPTED or not SHORT_READ_RE.search(o["message"]):
+                raise CheckFailed(
+                    f"{name}: expected stock XX001 'could not read blocks ... read only N of M "
+                    f"bytes', got {describe(o)}"
+                )
         env.run.store_reference("truncated", outcomes)
         source = "recorded as reference"
     else:
@@ -119,12 +161,8 @@ def truncated(env: EngineEnv, limit: float) -> str:
         if ref is None:
             raise CheckFailed("no base reference: run with base in --engines (once suffices)")
         expected, source = ref
-        diffs = [
-            f"{n}: base {_describe(expected[n])} / {env.engine} {_describe(outcomes[n])}"
-            for n in expected
-            if outcomes.get(n) != expected[n]
-        ]
+        diffs = compare_outcomes(expected, outcomes, env.engine)
         if diffs:
             raise CheckFailed("differs from base: " + "; ".join(diffs))
         source = f"same as base ({source})"
-    return "; ".join(f"{n} -> {_describe(o)}" for n, o in outcomes.items()) + f" [{source}]"
+    return "; ".join(f"{n} -> {describe(o)}" for n, o in outcomes.items()) + f" [{source}]"
