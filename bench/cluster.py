@@ -49,6 +49,7 @@ NVM_FRACTION = 0.75  # tmpfs size as a fraction of RAM
 CONF_NAME = "pgnvm.conf"
 INCLUDE_LINE = f"include '{CONF_NAME}'  # added by pgnvm: settings managed by bench/cluster.py"
 SPEC_FILE = "spec.json"
+OWNER_FILE = ".pgnvm-owner"  # in <storage root>/<name>/: state dir of the cluster using it
 LOG_FILE = "postgres.log"
 STATE_VERSION = 1
 #: Settings pgnvm derives from the spec: setting them via `settings` is refused.
@@ -513,10 +514,13 @@ class Cluster:
             self.stop("immediate")
 
         self.datadir = resolve_datadir(self.spec)
+        self._claim_datadir()
         if self.datadir.exists():
             _remove_datadir(self.datadir, remove_parent=False)
         osuser.ensure_dir(self.datadir.parent)
         osuser.chown_to_server(self.datadir.parent)
+        if not self.spec.data_root:
+            (self.datadir.parent / OWNER_FILE).write_text(str(self.state_dir) + "\n")
         cmd = [
             str(self.bin("initdb")), "-D", str(self.datadir), "-U", SUPERUSER,
             "--data-checksums", "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync",
@@ -530,6 +534,22 @@ class Cluster:
             raise ClusterError(f"initdb failed (exit {r.returncode}):\n{r.stdout}{r.stderr}")
         self._write_conf()
         self.save()
+
+    def _claim_datadir(self) -> None:
+        """Refuse to initdb over the data directory of a same-named cluster of another
+        PGNVM_HOME (nvm storage roots are shared by all of them)."""
+        if self.spec.data_root:
+            return
+        owner_file = self.datadir.parent / OWNER_FILE
+        try:
+            owner = Path(owner_file.read_text().strip())
+        except OSError:
+            return
+        if owner != self.state_dir and (owner / SPEC_FILE).is_file():
+            raise ClusterError(
+                f"{self.datadir} belongs to the cluster whose state is in {owner} (another "
+                "PGNVM_HOME); destroy it there or pick another --name"
+            )
 
     def _pg_ctl(self, *args: str, check: bool = False) -> subprocess.CompletedProcess:
         return osuser.run_pg([str(self.bin("pg_ctl")), "-D", str(self.datadir), *args],
@@ -652,6 +672,7 @@ class Cluster:
 def _remove_datadir(datadir: Path, remove_parent: bool = True) -> None:
     shutil.rmtree(datadir, ignore_errors=True)
     if remove_parent:
+        (datadir.parent / OWNER_FILE).unlink(missing_ok=True)
         # remove the per-cluster parent (<storage root>/<name>) if we left it empty
         with contextlib.suppress(OSError):
             datadir.parent.rmdir()

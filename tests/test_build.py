@@ -60,7 +60,9 @@ def test_list_patches_sorted_by_name(tmp_path: Path) -> None:
         (tmp_path / n).write_text("x")
     (tmp_path / "9999-dir.patch").mkdir()
     assert [p.name for p in build.list_patches(tmp_path)] == [
-        "0001-a.patch", "0002-b.patch", "0010-late.patch",
+        "0001-a.patch",
+        "0002-b.patch",
+        "0010-late.patch",
     ]
 
 
@@ -72,8 +74,14 @@ def test_configure_args_per_flavour(tmp_path: Path) -> None:
     rel = build.configure_args("release", tmp_path / "inst")
     chk = build.configure_args("check", tmp_path / "inst")
     assert rel[0] == f"--prefix={tmp_path / 'inst'}"
-    for a in ("--with-liburing", "--with-icu", "--with-ssl=openssl", "--with-lz4",
-              "--with-zstd", "--enable-tap-tests"):
+    for a in (
+        "--with-liburing",
+        "--with-icu",
+        "--with-ssl=openssl",
+        "--with-lz4",
+        "--with-zstd",
+        "--enable-tap-tests",
+    ):
         assert a in rel and a in chk
     assert "--enable-cassert" in chk and "--enable-debug" in chk
     assert "--enable-cassert" not in rel
@@ -137,8 +145,15 @@ def test_install_stamp_tracks_overlay_content() -> None:
 
 
 def _decide(**kw):
-    d = {"force": False, "saved_config": "c", "new_config": "c", "configured": True,
-         "saved_install": "i", "new_install": "i", "installed": True}
+    d = {
+        "force": False,
+        "saved_config": "c",
+        "new_config": "c",
+        "configured": True,
+        "saved_install": "i",
+        "new_install": "i",
+        "installed": True,
+    }
     d.update(kw)
     return build.decide(**d).action
 
@@ -173,8 +188,17 @@ def _age(p: Path) -> float:
 
 
 def test_overlay_files_ignores_noise(tmp_path: Path) -> None:
-    ov = _overlay(tmp_path, {"a/x.c": "1", ".gitkeep": "", "a/x.c~": "", "a/.#x.c": "",
-                             "a/.x.c.swp": "", "include/y.h": "2"})
+    ov = _overlay(
+        tmp_path,
+        {
+            "a/x.c": "1",
+            ".gitkeep": "",
+            "a/x.c~": "",
+            "a/.#x.c": "",
+            "a/.x.c.swp": "",
+            "include/y.h": "2",
+        },
+    )
     assert sorted(ov) == ["a/x.c", "include/y.h"]
     assert build.overlay_files(tmp_path / "missing") == {}
 

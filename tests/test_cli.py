@@ -16,14 +16,23 @@ from bench.cluster import Cluster, ClusterError, ClusterSpec
     [
         (["cluster", "psql", "-c", "SHOW x"], ["cluster", "psql"], ["-c", "SHOW x"]),
         (["cluster", "psql"], ["cluster", "psql"], []),
-        (["cluster", "--name", "foo", "psql", "-c", "x"],
-         ["cluster", "--name", "foo", "psql"], ["-c", "x"]),
-        (["cluster", "psql", "--name", "foo", "-c", "x"],
-         ["cluster", "--name", "foo", "psql"], ["-c", "x"]),
+        (
+            ["cluster", "--name", "foo", "psql", "-c", "x"],
+            ["cluster", "--name", "foo", "psql"],
+            ["-c", "x"],
+        ),
+        (
+            ["cluster", "psql", "--name", "foo", "-c", "x"],
+            ["cluster", "--name", "foo", "psql"],
+            ["-c", "x"],
+        ),
         (["cluster", "psql", "--name=foo", "-tA"], ["cluster", "--name=foo", "psql"], ["-tA"]),
         # a cluster called "psql"
-        (["cluster", "--name", "psql", "psql", "-l"], ["cluster", "--name", "psql", "psql"],
-         ["-l"]),
+        (
+            ["cluster", "--name", "psql", "psql", "-l"],
+            ["cluster", "--name", "psql", "psql"],
+            ["-l"],
+        ),
         # arguments that look like ours belong to psql after the word psql
         (["cluster", "psql", "--port", "1", "psql"], ["cluster", "psql"], ["--port", "1", "psql"]),
     ],
@@ -58,10 +67,31 @@ def test_parse_build() -> None:
 
 def test_parse_cluster_init() -> None:
     p = cli.build_parser()
-    a = p.parse_args(["cluster", "init", "--engine", "se1", "--storage", "disk", "--port",
-                      "6000", "-c", "a=1", "-c", "b=2", "--flavour", "check"])
+    a = p.parse_args(
+        [
+            "cluster",
+            "init",
+            "--engine",
+            "se1",
+            "--storage",
+            "disk",
+            "--port",
+            "6000",
+            "-c",
+            "a=1",
+            "-c",
+            "b=2",
+            "--flavour",
+            "check",
+        ]
+    )
     assert (a.name, a.engine, a.storage, a.port, a.flavour) == (
-        "default", "se1", "disk", 6000, "check")
+        "default",
+        "se1",
+        "disk",
+        6000,
+        "check",
+    )
     assert a.settings == ["a=1", "b=2"]
     assert a.huge is None  # not given: keep saved value
     assert a.no_build is False and a.force is False
@@ -73,8 +103,15 @@ def test_parse_cluster_init() -> None:
 
 
 def _ns(**kw) -> argparse.Namespace:
-    d = {"name": "default", "engine": None, "storage": None, "port": None, "flavour": None,
-         "huge": None, "settings": None}
+    d = {
+        "name": "default",
+        "engine": None,
+        "storage": None,
+        "port": None,
+        "flavour": None,
+        "huge": None,
+        "settings": None,
+    }
     d.update(kw)
     return argparse.Namespace(**d)
 
@@ -85,8 +122,9 @@ def test_spec_from_args_new_cluster() -> None:
 
 
 def test_spec_from_args_keeps_saved_values() -> None:
-    saved = ClusterSpec(name="n", engine="se1", storage="disk", port=6001,
-                        settings={"a": "1", "b": "2"})
+    saved = ClusterSpec(
+        name="n", engine="se1", storage="disk", port=6001, settings={"a": "1", "b": "2"}
+    )
     s = cluster_cli.spec_from_args(_ns(name="n", port=6002), saved)
     assert s.engine == "se1" and s.storage == "disk" and s.port == 6002
     assert s.settings == {"a": "1", "b": "2"}
@@ -138,13 +176,15 @@ def test_plugin_loading(monkeypatch: pytest.MonkeyPatch) -> None:
     assert cli._load_plugin("bench.no_such_plugin.cli") is None
     assert cli._load_plugin("json.no_such_submodule_xyz") is None
     # a plugin that exists but fails while importing is reported, not taken as absent
-    monkeypatch.setattr(cli.importlib, "import_module",
-                        lambda name: (_ for _ in ()).throw(ImportError("boom")))
+    monkeypatch.setattr(
+        cli.importlib, "import_module", lambda name: (_ for _ in ()).throw(ImportError("boom"))
+    )
     assert isinstance(cli._load_plugin("bench.testsuite.cli"), ImportError)
 
 
-def test_test_stub_when_plugin_missing(monkeypatch: pytest.MonkeyPatch,
-                                       capsys: pytest.CaptureFixture) -> None:
+def test_test_stub_when_plugin_missing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     monkeypatch.setattr(cli, "PLUGINS", ("bench.no_such_plugin.cli",))
     assert cli.main(["test", "anything"]) == 2
     assert "not available" in capsys.readouterr().err

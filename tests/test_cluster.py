@@ -18,16 +18,24 @@ from bench.cluster import Cluster, ClusterError, ClusterSpec
 
 
 def test_spec_round_trip() -> None:
-    spec = ClusterSpec(name="t1", engine="se2", storage="disk", port=5999, flavour="check",
-                       huge=False, settings={"shared_buffers": "1GB", "fsync": "off"},
-                       data_root="/tmp/x")
+    spec = ClusterSpec(
+        name="t1",
+        engine="se2",
+        storage="disk",
+        port=5999,
+        flavour="check",
+        huge=False,
+        settings={"shared_buffers": "1GB", "fsync": "off"},
+        data_root="/tmp/x",
+    )
     doc = json.loads(json.dumps(spec.to_json()))
     assert ClusterSpec.from_json(doc) == spec
 
 
 def test_spec_from_json_tolerant() -> None:
-    spec = ClusterSpec.from_json({"name": "a", "port": "6000", "future_field": 1,
-                                  "settings": {"work_mem": 64}})
+    spec = ClusterSpec.from_json(
+        {"name": "a", "port": "6000", "future_field": 1, "settings": {"work_mem": 64}}
+    )
     assert spec.port == 6000 and spec.settings == {"work_mem": "64"}
     assert spec.engine == "base" and spec.storage == "nvm"
 
@@ -35,7 +43,15 @@ def test_spec_from_json_tolerant() -> None:
 def test_spec_defaults_match_contract() -> None:
     s = ClusterSpec()
     assert (s.name, s.engine, s.storage, s.port, s.flavour, s.huge, s.settings, s.data_root) == (
-        "default", "base", "nvm", 5440, "release", False, {}, None)
+        "default",
+        "base",
+        "nvm",
+        5440,
+        "release",
+        False,
+        {},
+        None,
+    )
 
 
 @pytest.mark.parametrize(
@@ -106,7 +122,9 @@ def test_needs_reinit() -> None:
     assert cl.needs_reinit(a, ClusterSpec(port=1, settings={"x": "y"}, flavour="check")) == []
     assert cl.needs_reinit(a, ClusterSpec(engine="se1")) == ["engine"]
     assert cl.needs_reinit(a, ClusterSpec(storage="disk", data_root="/x")) == [
-        "storage", "data_root"]
+        "storage",
+        "data_root",
+    ]
     assert cl.needs_reinit(a, ClusterSpec(huge=True)) == ["huge"]
 
 
@@ -137,14 +155,16 @@ def test_datadir_nvm_root(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(osuser, "is_root", lambda: True)
     assert cl.default_datadir(ClusterSpec(name="a")) == Path("/mnt/pgnvm/nvm/a/data")
     assert cl.default_datadir(ClusterSpec(name="a", huge=True)) == Path(
-        "/mnt/pgnvm/nvm-huge/a/data")
+        "/mnt/pgnvm/nvm-huge/a/data"
+    )
 
 
 def test_datadir_nvm_non_root_falls_back(home: Path, capsys: pytest.CaptureFixture) -> None:
     user = osuser.current_user()
     assert cl.default_datadir(ClusterSpec(name="a")) == Path(f"/dev/shm/pgnvm-{user}/a/data")
     assert cl.resolve_datadir(ClusterSpec(name="a", huge=True)) == Path(
-        f"/dev/shm/pgnvm-{user}/a/data")
+        f"/dev/shm/pgnvm-{user}/a/data"
+    )
     assert "NOTICE" in capsys.readouterr().err
 
 
@@ -152,8 +172,9 @@ def test_datadir_nvm_non_root_falls_back(home: Path, capsys: pytest.CaptureFixtu
 
 
 def test_save_load_round_trip(home: Path, tmp_path: Path) -> None:
-    spec = ClusterSpec(name="rt", engine="se1", storage="disk", port=6010,
-                       settings={"fsync": "off"})
+    spec = ClusterSpec(
+        name="rt", engine="se1", storage="disk", port=6010, settings={"fsync": "off"}
+    )
     c = Cluster(spec, datadir=tmp_path / "somewhere" / "data")
     c.save()
     assert Cluster.exists("rt") and not Cluster.exists("other")
@@ -263,3 +284,21 @@ def test_started_registry(home: Path) -> None:
     cl._started["reg"] = c
     assert cl.stop_started() == []  # not running: nothing stopped, but forgotten
     assert "reg" not in cl._started
+
+
+def test_claim_datadir_of_other_home(home: Path, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "nvmroot"
+    monkeypatch.setattr(cl, "default_nvm_root", lambda huge: root)
+    c = Cluster(ClusterSpec(name="same"))
+    assert c.datadir == root / "same" / "data"
+    (root / "same").mkdir(parents=True)
+    other_state = tmp_path / "otherhome" / "clusters" / "same"
+    other_state.mkdir(parents=True)
+    (root / "same" / cl.OWNER_FILE).write_text(f"{other_state}\n")
+    c._claim_datadir()  # the other home's cluster is gone: fine
+    (other_state / cl.SPEC_FILE).write_text("{}")
+    with pytest.raises(ClusterError, match="another PGNVM_HOME"):
+        c._claim_datadir()
+    (root / "same" / cl.OWNER_FILE).write_text(f"{c.state_dir}\n")
+    c._claim_datadir()  # ours

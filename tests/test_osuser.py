@@ -38,9 +38,14 @@ def test_server_env_root_fixes_identity(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_run_pg_non_root_passes_env(home: Path) -> None:
-    r = osuser.run_pg([sys.executable, "-c", "import os; print(os.environ['ZZ'], os.getcwd())"],
-                      env={**os.environ, "ZZ": "hello"}, capture_output=True, text=True,
-                      cwd=str(home.parent), check=True)
+    r = osuser.run_pg(
+        [sys.executable, "-c", "import os; print(os.environ['ZZ'], os.getcwd())"],
+        env={**os.environ, "ZZ": "hello"},
+        capture_output=True,
+        text=True,
+        cwd=str(home.parent),
+        check=True,
+    )
     assert r.stdout.split() == ["hello", str(home.parent)]
 
 
