@@ -47,11 +47,21 @@ RECIPE_VERSION = 1
 SOURCE_PACKAGE = "postgresql-18"
 EXTRA_VERSION = " (pgnvm)"
 CONTRIBS: tuple[str, ...] = (
-    "amcheck", "pg_prewarm", "pg_buffercache", "pg_stat_statements", "pageinspect",
+    "amcheck",
+    "pg_prewarm",
+    "pg_buffercache",
+    "pg_stat_statements",
+    "pageinspect",
 )
 CONFIGURE_COMMON: tuple[str, ...] = (
-    "--with-liburing", "--with-icu", "--with-ssl=openssl", "--with-lz4", "--with-zstd",
-    "--enable-tap-tests", "--enable-depend", f"--with-extra-version={EXTRA_VERSION}",
+    "--with-liburing",
+    "--with-icu",
+    "--with-ssl=openssl",
+    "--with-lz4",
+    "--with-zstd",
+    "--enable-tap-tests",
+    "--enable-depend",
+    f"--with-extra-version={EXTRA_VERSION}",
 )
 FLAVOUR_CONFIGURE: dict[str, tuple[str, ...]] = {
     "release": (),
@@ -367,8 +377,13 @@ def ensure_source(refresh: bool = False) -> Path:
                 "writes /etc/apt/sources.list.d/pgnvm-src.sources and runs apt-get update)"
             )
     ui.step(f"apt-get source --download-only {SOURCE_PACKAGE} (into {src})")
-    r = osuser.run_pg(["apt-get", "source", "--download-only", SOURCE_PACKAGE], cwd=str(src),
-                      capture_output=True, text=True, check=False)
+    r = osuser.run_pg(
+        ["apt-get", "source", "--download-only", SOURCE_PACKAGE],
+        cwd=str(src),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if r.returncode != 0:
         raise BuildError(f"apt-get source failed:\n{r.stdout}{r.stderr}")
     tarball = pick_tarball(src.iterdir())
@@ -384,8 +399,15 @@ class _Builder:
         self.prefix = prefix
         self.log = log
 
-    def run(self, cmd: list[str], what: str, *, stdin: bytes | None = None,
-            env_extra: dict[str, str] | None = None, cwd: Path | None = None) -> None:
+    def run(
+        self,
+        cmd: list[str],
+        what: str,
+        *,
+        stdin: bytes | None = None,
+        env_extra: dict[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
         t0 = time.monotonic()
         ui.step(what)
         env = dict(os.environ)
@@ -395,8 +417,13 @@ class _Builder:
             logf.flush()
             start = logf.tell()
             r = osuser.run_pg(
-                cmd, cwd=str(cwd or self.tree), env=env, stdout=logf, stderr=subprocess.STDOUT,
-                input=stdin, check=False,
+                cmd,
+                cwd=str(cwd or self.tree),
+                env=env,
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                input=stdin,
+                check=False,
             )
         if r.returncode != 0:
             ui.show_tail(self.log, 60, start)
@@ -411,8 +438,9 @@ def _wipe(path: Path) -> None:
         shutil.rmtree(path)
 
 
-def ensure_built(flavour: str = "release", force: bool = False, refresh_source: bool = False
-                 ) -> Path:
+def ensure_built(
+    flavour: str = "release", force: bool = False, refresh_source: bool = False
+) -> Path:
     """Build and install ``flavour`` if needed; returns the install prefix.
 
     A fast no-op when nothing changed since the last successful build.
@@ -438,8 +466,11 @@ def ensure_built(flavour: str = "release", force: bool = False, refresh_source: 
         steps = make_steps(jobs)
         isteps = install_steps()
         # -jN is machine-dependent and does not change the result: keep it out of the stamp.
-        istamp = install_stamp(cstamp, overlay_hashes(overlay),
-                               [[a for a in s if not a.startswith("-j")] for s in steps + isteps])
+        istamp = install_stamp(
+            cstamp,
+            overlay_hashes(overlay),
+            [[a for a in s if not a.startswith("-j")] for s in steps + isteps],
+        )
         meta = tree / META
         plan = decide(
             force=force,
@@ -454,8 +485,10 @@ def ensure_built(flavour: str = "release", force: bool = False, refresh_source: 
             ui.info(f"{flavour}: up to date ({prefix})")
             return prefix
 
-        ui.step(f"building {flavour} ({plan.action}: {plan.reason}) from {tarball.name}, "
-                f"{len(patches)} patch(es), {len(overlay)} overlay file(s)")
+        ui.step(
+            f"building {flavour} ({plan.action}: {plan.reason}) from {tarball.name}, "
+            f"{len(patches)} patch(es), {len(overlay)} overlay file(s)"
+        )
         log = tree / LOG_NAME
         b = _Builder(flavour, tree, prefix, log)
 
@@ -465,11 +498,16 @@ def ensure_built(flavour: str = "release", force: bool = False, refresh_source: 
             osuser.ensure_dir(tree)
             log.write_bytes(b"")
             osuser.chown_to_server(log)
-            b.run(["tar", "-xf", str(tarball), "--strip-components=1", "-C", str(tree)],
-                  f"extract {tarball.name}")
+            b.run(
+                ["tar", "-xf", str(tarball), "--strip-components=1", "-C", str(tree)],
+                f"extract {tarball.name}",
+            )
             for p in patch_files:
-                b.run(["patch", "-p1", "--forward", "--batch"], f"apply patch {p.name}",
-                      stdin=p.read_bytes())
+                b.run(
+                    ["patch", "-p1", "--forward", "--batch"],
+                    f"apply patch {p.name}",
+                    stdin=p.read_bytes(),
+                )
             osuser.ensure_dir(meta)
             res = sync_overlay(overlay, tree, osuser.chown_to_server)
             if res.copied:
@@ -480,8 +518,11 @@ def ensure_built(flavour: str = "release", force: bool = False, refresh_source: 
             with open(log, "ab") as f:
                 f.write(f"\n### incremental build {time.ctime()}\n".encode())
             res = sync_overlay(overlay, tree, osuser.chown_to_server)
-            for kind, items in (("copied", res.copied), ("reverted", res.reverted),
-                                ("removed", res.removed)):
+            for kind, items in (
+                ("copied", res.copied),
+                ("reverted", res.reverted),
+                ("removed", res.removed),
+            ):
                 if items:
                     ui.info(f"   overlay {kind}: {', '.join(items)}")
 
@@ -491,8 +532,10 @@ def ensure_built(flavour: str = "release", force: bool = False, refresh_source: 
         for s in isteps:
             b.run(s, " ".join(s))
         _write_stamp(meta / "install.stamp", istamp)
-        ui.info(f"{flavour}: built and installed into {prefix} in "
-                f"{ui.fmt_seconds(time.monotonic() - t_start)}")
+        ui.info(
+            f"{flavour}: built and installed into {prefix} in "
+            f"{ui.fmt_seconds(time.monotonic() - t_start)}"
+        )
         return prefix
 
 
@@ -515,13 +558,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "and postgres/src/** into $PGNVM_HOME/install/<flavour>. Incremental: a second "
         "run is a no-op; editing postgres/src only re-runs make.",
     )
-    p.add_argument("--flavour", choices=[*paths.FLAVOURS, "all"], default="release",
-                   help="release: -O2; check: --enable-cassert --enable-debug -O1 -g; "
-                   "all: both (default: release)")
-    p.add_argument("--force", action="store_true",
-                   help="wipe the tree and the install prefix and rebuild from scratch")
-    p.add_argument("--refresh-source", action="store_true",
-                   help="run apt-get source again even if a tarball is cached")
+    p.add_argument(
+        "--flavour",
+        choices=[*paths.FLAVOURS, "all"],
+        default="release",
+        help="release: -O2; check: --enable-cassert --enable-debug -O1 -g; "
+        "all: both (default: release)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="wipe the tree and the install prefix and rebuild from scratch",
+    )
+    p.add_argument(
+        "--refresh-source",
+        action="store_true",
+        help="run apt-get source again even if a tarball is cached",
+    )
     p.set_defaults(func=_cmd_build)
 
 

@@ -52,8 +52,10 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
     home = osuser.ensure_dir(paths.pgnvm_home())
     for d in (paths.clusters_dir(), paths.disk_root()):
         osuser.ensure_dir(d)
-    ui.info(f"PGNVM_HOME={home}  server user={osuser.server_user()}  "
-            f"python={sys.executable}  repo={paths.REPO_ROOT}")
+    ui.info(
+        f"PGNVM_HOME={home}  server user={osuser.server_user()}  "
+        f"python={sys.executable}  repo={paths.REPO_ROOT}"
+    )
     return 0
 
 
@@ -76,8 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
         elif mod is not None:
             mod.register(sub)
     if "test" not in sub.choices:
-        p = sub.add_parser("test", help="run the test suite (harness not available)",
-                           add_help=False)
+        p = sub.add_parser(
+            "test", help="run the test suite (harness not available)", add_help=False
+        )
         p.add_argument("rest", nargs=argparse.REMAINDER)
         p.set_defaults(func=lambda a: _missing("test", broken))
     return parser
@@ -85,8 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _missing(cmd: str, broken: Exception | None) -> int:
     if broken is not None:
-        ui.error(f"'{cmd}' is not available: importing bench.testsuite failed: "
-                 f"{type(broken).__name__}: {broken}")
+        ui.error(
+            f"'{cmd}' is not available: importing bench.testsuite failed: "
+            f"{type(broken).__name__}: {broken}"
+        )
     else:
         ui.error(f"'{cmd}' is not available: bench/testsuite is not in this checkout")
     return 2
@@ -118,8 +123,9 @@ def main(argv: list[str] | None = None) -> int:
         ui.error(f"command failed (exit {e.returncode}): {' '.join(map(str, e.cmd))}")
         for out in (e.stdout, e.stderr):
             if out:
-                print(out if isinstance(out, str) else out.decode(errors="replace"),
-                      file=sys.stderr)
+                print(
+                    out if isinstance(out, str) else out.decode(errors="replace"), file=sys.stderr
+                )
         return 1
     finally:
         signal.signal(signal.SIGTERM, old_term)

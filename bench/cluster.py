@@ -172,8 +172,12 @@ def _mem_total_bytes() -> int:
 
 
 def _mount_options(path: Path) -> str | None:
-    r = subprocess.run(["findmnt", "-n", "-o", "FSTYPE,OPTIONS", "--mountpoint", str(path)],
-                       capture_output=True, text=True, check=False)
+    r = subprocess.run(
+        ["findmnt", "-n", "-o", "FSTYPE,OPTIONS", "--mountpoint", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if r.returncode != 0 or not r.stdout.strip():
         return None
     return r.stdout.strip()
@@ -203,8 +207,10 @@ def ensure_nvm_root(huge: bool) -> Path:
     mnt = NVM_HUGE_MOUNT if huge else NVM_MOUNT
     if not osuser.is_root():
         root = fallback_nvm_root()
-        ui.notice(f"not root: cannot mount a tmpfs at {mnt}; using {root} instead"
-                  + (" (huge pages NOT guaranteed)" if huge else ""))
+        ui.notice(
+            f"not root: cannot mount a tmpfs at {mnt}; using {root} instead"
+            + (" (huge pages NOT guaranteed)" if huge else "")
+        )
         return root
     if huge and huge_shmem_denied():
         root = fallback_nvm_root()
@@ -220,8 +226,12 @@ def ensure_nvm_root(huge: bool) -> Path:
     size_mb = int(_mem_total_bytes() * NVM_FRACTION) >> 20
     o = f"size={size_mb}m,mode=0755,huge={'always' if huge else 'never'}"
     mnt.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", o, "pgnvm-nvm", str(mnt)],
-                       capture_output=True, text=True, check=False)
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", o, "pgnvm-nvm", str(mnt)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if r.returncode != 0:
         root = fallback_nvm_root()
         ui.notice(f"mount -t tmpfs -o {o} at {mnt} failed ({r.stderr.strip()}); using {root}")
@@ -522,13 +532,23 @@ class Cluster:
         if not self.spec.data_root:
             (self.datadir.parent / OWNER_FILE).write_text(str(self.state_dir) + "\n")
         cmd = [
-            str(self.bin("initdb")), "-D", str(self.datadir), "-U", SUPERUSER,
-            "--data-checksums", "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync",
+            str(self.bin("initdb")),
+            "-D",
+            str(self.datadir),
+            "-U",
+            SUPERUSER,
+            "--data-checksums",
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--locale=C",
+            "--no-sync",
         ]
         if self.spec.engine != "base":
             cmd += ["-c", f"nvm_storage_engine={self.spec.engine}"]
-        ui.step(f"initdb {self.spec.name} (engine={self.spec.engine}, storage={self.spec.storage}"
-                f"{', huge' if self.spec.huge else ''}) in {self.datadir}")
+        ui.step(
+            f"initdb {self.spec.name} (engine={self.spec.engine}, storage={self.spec.storage}"
+            f"{', huge' if self.spec.huge else ''}) in {self.datadir}"
+        )
         r = osuser.run_pg(cmd, capture_output=True, text=True, check=False)
         if r.returncode != 0:
             raise ClusterError(f"initdb failed (exit {r.returncode}):\n{r.stdout}{r.stderr}")
@@ -552,8 +572,12 @@ class Cluster:
             )
 
     def _pg_ctl(self, *args: str, check: bool = False) -> subprocess.CompletedProcess:
-        return osuser.run_pg([str(self.bin("pg_ctl")), "-D", str(self.datadir), *args],
-                             capture_output=True, text=True, check=check)
+        return osuser.run_pg(
+            [str(self.bin("pg_ctl")), "-D", str(self.datadir), *args],
+            capture_output=True,
+            text=True,
+            check=check,
+        )
 
     def _clear_dead_pidfile(self) -> None:
         """Remove a postmaster.pid left by a crashed (e.g. kill9'd) server whose postmaster is
@@ -567,37 +591,47 @@ class Cluster:
         while time.monotonic() < deadline and _is_zombie(old):
             time.sleep(0.05)
         if _is_zombie(old):
-            ui.notice(f"cluster {self.spec.name}: postmaster.pid names zombie pid {old} "
-                      "(crashed server not yet reaped); removing the stale lock file")
+            ui.notice(
+                f"cluster {self.spec.name}: postmaster.pid names zombie pid {old} "
+                "(crashed server not yet reaped); removing the stale lock file"
+            )
             pidfile.unlink(missing_ok=True)
 
     def _clear_stale(self) -> None:
         pid = self.pid()
         if pid is not None:
-            ui.notice(f"cluster {self.spec.name}: a server is already running (pid {pid}); "
-                      "stopping it (immediate)")
+            ui.notice(
+                f"cluster {self.spec.name}: a server is already running (pid {pid}); "
+                "stopping it (immediate)"
+            )
             self._stop_pid(pid, "immediate")
         self._clear_dead_pidfile()
         if not port_in_use(self.spec.port):
             return
         for other in Cluster.all():
             if other.spec.port == self.spec.port and other.is_running():
-                ui.notice(f"port {self.spec.port} is used by cluster {other.spec.name} "
-                          f"(pid {other.pid()}); stopping it (immediate)")
+                ui.notice(
+                    f"port {self.spec.port} is used by cluster {other.spec.name} "
+                    f"(pid {other.pid()}); stopping it (immediate)"
+                )
                 other.stop("immediate")
         for _ in range(50):
             if not port_in_use(self.spec.port):
                 return
             time.sleep(0.1)
-        raise ClusterError(f"port {self.spec.port} is in use by a process that is not a pgnvm "
-                           "cluster; pick another --port")
+        raise ClusterError(
+            f"port {self.spec.port} is in use by a process that is not a pgnvm "
+            "cluster; pick another --port"
+        )
 
     def start(self, wait: bool = True) -> None:
         """pg_ctl start (-w); stale servers on the same datadir or port are stopped first."""
         self._check_built()
         if not self.is_initialized():
-            raise ClusterError(f"cluster {self.spec.name} is not initialized ({self.datadir}); "
-                               f"run ./pgnvm cluster init --name {self.spec.name}")
+            raise ClusterError(
+                f"cluster {self.spec.name} is not initialized ({self.datadir}); "
+                f"run ./pgnvm cluster init --name {self.spec.name}"
+            )
         self._prepare_dirs()
         self._clear_stale()
         log = self.logfile()
@@ -611,8 +645,10 @@ class Cluster:
             ui.show_tail(log, 40, offset)
             if not self.is_running():
                 _started.pop(self.spec.name, None)
-            raise ClusterError(f"pg_ctl start failed for cluster {self.spec.name} "
-                               f"(exit {r.returncode}): {r.stdout}{r.stderr}".rstrip())
+            raise ClusterError(
+                f"pg_ctl start failed for cluster {self.spec.name} "
+                f"(exit {r.returncode}): {r.stdout}{r.stderr}".rstrip()
+            )
 
     def _stop_pid(self, pid: int, mode: str) -> None:
         r = self._pg_ctl("stop", "-m", mode, "-w", "-t", str(START_TIMEOUT))
@@ -648,14 +684,27 @@ class Cluster:
             time.sleep(0.02)
         _started.pop(self.spec.name, None)
 
-    def psql(self, *args: str, dbname: str = "postgres", check: bool = True,
-             capture: bool = True) -> subprocess.CompletedProcess:
+    def psql(
+        self, *args: str, dbname: str = "postgres", check: bool = True, capture: bool = True
+    ) -> subprocess.CompletedProcess:
         """Run psql against the cluster (as the server user). With ``capture`` (default) the
         output is returned as text in ``.stdout``/``.stderr``; ``check`` raises
         CalledProcessError on failure (ON_ERROR_STOP is set)."""
-        cmd = [str(self.bin("psql")), "-X", "-v", "ON_ERROR_STOP=1",
-               "-h", str(self.socket_dir), "-p", str(self.spec.port), "-U", SUPERUSER,
-               "-d", dbname, *args]
+        cmd = [
+            str(self.bin("psql")),
+            "-X",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-h",
+            str(self.socket_dir),
+            "-p",
+            str(self.spec.port),
+            "-U",
+            SUPERUSER,
+            "-d",
+            dbname,
+            *args,
+        ]
         if capture:
             return osuser.run_pg(cmd, capture_output=True, text=True, check=check)
         return osuser.run_pg(cmd, check=check)

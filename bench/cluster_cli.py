@@ -92,33 +92,60 @@ def _add_name(p: argparse.ArgumentParser) -> None:
 
 def _add_spec_options(p: argparse.ArgumentParser) -> None:
     _add_name(p)
-    p.add_argument("--engine", choices=ENGINES, default=None,
-                   help="nvm_storage_engine (default: base, not written to the config)")
-    p.add_argument("--storage", choices=STORAGES, default=None,
-                   help="nvm: tmpfs under /mnt/pgnvm; disk: $PGNVM_HOME/disk (default: nvm)")
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=None,
+        help="nvm_storage_engine (default: base, not written to the config)",
+    )
+    p.add_argument(
+        "--storage",
+        choices=STORAGES,
+        default=None,
+        help="nvm: tmpfs under /mnt/pgnvm; disk: $PGNVM_HOME/disk (default: nvm)",
+    )
     p.add_argument("--port", type=int, default=None, help="TCP port (default: 5440)")
-    p.add_argument("--huge", action=argparse.BooleanOptionalAction, default=None,
-                   help="nvm tmpfs mounted with huge=always")
-    p.add_argument("--flavour", choices=FLAVOURS, default=None,
-                   help="which build to run (default: release)")
-    p.add_argument("-c", dest="settings", action="append", metavar="NAME=VALUE", default=None,
-                   help="extra server setting (repeatable; replaces the saved set)")
-    p.add_argument("--no-build", action="store_true",
-                   help="use the installed binaries as they are (skip the up-to-date check)")
+    p.add_argument(
+        "--huge",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="nvm tmpfs mounted with huge=always",
+    )
+    p.add_argument(
+        "--flavour", choices=FLAVOURS, default=None, help="which build to run (default: release)"
+    )
+    p.add_argument(
+        "-c",
+        dest="settings",
+        action="append",
+        metavar="NAME=VALUE",
+        default=None,
+        help="extra server setting (repeatable; replaces the saved set)",
+    )
+    p.add_argument(
+        "--no-build",
+        action="store_true",
+        help="use the installed binaries as they are (skip the up-to-date check)",
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     cp = subparsers.add_parser(
-        "cluster", help="create, start, stop and query PostgreSQL clusters",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        "cluster",
+        help="create, start, stop and query PostgreSQL clusters",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     cp.add_argument("--name", dest="pre_name", default=None, help=argparse.SUPPRESS)
     sub = cp.add_subparsers(dest="cluster_command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("init", help="initdb and write settings (starts nothing)")
     _add_spec_options(p)
-    p.add_argument("--force", action="store_true",
-                   help="re-initdb even if the cluster exists (its data is lost)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="re-initdb even if the cluster exists (its data is lost)",
+    )
     p.set_defaults(func=cmd_init)
 
     p = sub.add_parser("start", help="start (initializing first if needed)")
@@ -149,7 +176,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_destroy)
 
     p = sub.add_parser(
-        "psql", help="run psql against the cluster; all later arguments go to psql",
+        "psql",
+        help="run psql against the cluster; all later arguments go to psql",
         description="Everything after 'psql' is passed to psql. Use --name before 'psql' "
         "(or as the first arguments after it) to pick the cluster.",
     )
@@ -250,8 +278,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         st = c.status()
         run = f"running pid {st['pid']}" if st["running"] else "stopped"
         sto = st["storage"] + ("/huge" if st["huge"] else "")
-        print(f"{st['name']:<16} {st['engine']:<5} {sto:<9} port {st['port']:<6} "
-              f"{st['flavour']:<8} {run:<18} {st['datadir']}")
+        print(
+            f"{st['name']:<16} {st['engine']:<5} {sto:<9} port {st['port']:<6} "
+            f"{st['flavour']:<8} {run:<18} {st['datadir']}"
+        )
     return 0
 
 
@@ -276,8 +306,9 @@ def cmd_destroy(args: argparse.Namespace) -> int:
 def cmd_psql(args: argparse.Namespace) -> int:
     c = Cluster.load(_name(args))
     if not c.is_running():
-        raise ClusterError(f"cluster {c.spec.name} is not running; ./pgnvm cluster start "
-                           f"--name {c.spec.name}")
+        raise ClusterError(
+            f"cluster {c.spec.name} is not running; ./pgnvm cluster start --name {c.spec.name}"
+        )
     sys.stdout.flush()
     r = c.psql(*args.psql_args, check=False, capture=False)
     return r.returncode

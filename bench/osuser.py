@@ -52,9 +52,17 @@ def ensure_server_user() -> None:
     if _lookup(SERVER_USER) is None:
         subprocess.run(
             [
-                "useradd", "--system", "--user-group", "--no-create-home",
-                "--home-dir", str(home), "--shell", "/bin/bash",
-                "--comment", "pgnvm PostgreSQL server", SERVER_USER,
+                "useradd",
+                "--system",
+                "--user-group",
+                "--no-create-home",
+                "--home-dir",
+                str(home),
+                "--shell",
+                "/bin/bash",
+                "--comment",
+                "pgnvm PostgreSQL server",
+                SERVER_USER,
             ],
             check=True,
         )
@@ -127,8 +135,16 @@ def pg_command(cmd: Sequence[str], env: Mapping[str, str], root: bool | None = N
     if not root:
         return cmd
     runuser = shutil.which("runuser") or "runuser"
-    return [runuser, "-u", SERVER_USER, "--", "env", "-i",
-            *(f"{k}={v}" for k, v in env.items()), *cmd]
+    return [
+        runuser,
+        "-u",
+        SERVER_USER,
+        "--",
+        "env",
+        "-i",
+        *(f"{k}={v}" for k, v in env.items()),
+        *cmd,
+    ]
 
 
 def run_pg(cmd: list[str], **kw: Any) -> subprocess.CompletedProcess:

@@ -286,8 +286,9 @@ def test_started_registry(home: Path) -> None:
     assert "reg" not in cl._started
 
 
-def test_claim_datadir_of_other_home(home: Path, tmp_path: Path,
-                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_claim_datadir_of_other_home(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = tmp_path / "nvmroot"
     monkeypatch.setattr(cl, "default_nvm_root", lambda huge: root)
     c = Cluster(ClusterSpec(name="same"))
