@@ -520,11 +520,11 @@ class Cluster:
                 )
             saved.stop("immediate")
             _remove_datadir(saved.datadir, remove_parent=not saved.spec.data_root)
+        target = resolve_datadir(self.spec)
+        self._claim_datadir(target)
+        self.datadir = target
         if self.is_running():
             self.stop("immediate")
-
-        self.datadir = resolve_datadir(self.spec)
-        self._claim_datadir()
         if self.datadir.exists():
             _remove_datadir(self.datadir, remove_parent=False)
         osuser.ensure_dir(self.datadir.parent)
@@ -555,19 +555,19 @@ class Cluster:
         self._write_conf()
         self.save()
 
-    def _claim_datadir(self) -> None:
+    def _claim_datadir(self, datadir: Path) -> None:
         """Refuse to initdb over the data directory of a same-named cluster of another
         PGNVM_HOME (nvm storage roots are shared by all of them)."""
         if self.spec.data_root:
             return
-        owner_file = self.datadir.parent / OWNER_FILE
+        owner_file = datadir.parent / OWNER_FILE
         try:
             owner = Path(owner_file.read_text().strip())
         except OSError:
             return
         if owner != self.state_dir and (owner / SPEC_FILE).is_file():
             raise ClusterError(
-                f"{self.datadir} belongs to the cluster whose state is in {owner} (another "
+                f"{datadir} belongs to the cluster whose state is in {owner} (another "
                 "PGNVM_HOME); destroy it there or pick another --name"
             )
 

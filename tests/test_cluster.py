@@ -297,9 +297,9 @@ def test_claim_datadir_of_other_home(
     other_state = tmp_path / "otherhome" / "clusters" / "same"
     other_state.mkdir(parents=True)
     (root / "same" / cl.OWNER_FILE).write_text(f"{other_state}\n")
-    c._claim_datadir()  # the other home's cluster is gone: fine
+    c._claim_datadir(c.datadir)  # the other home's cluster is gone: fine
     (other_state / cl.SPEC_FILE).write_text("{}")
     with pytest.raises(ClusterError, match="another PGNVM_HOME"):
-        c._claim_datadir()
+        c._claim_datadir(c.datadir)
     (root / "same" / cl.OWNER_FILE).write_text(f"{c.state_dir}\n")
-    c._claim_datadir()  # ours
+    c._claim_datadir(c.datadir)  # ours
