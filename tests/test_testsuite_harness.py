@@ -141,3 +141,15 @@ def test_pick_port_avoids_other_clusters_and_busy_ports(monkeypatch: pytest.Monk
     monkeypatch.setattr(clu, "port_in_use", lambda port, host="127.0.0.1": port == 5472)
     assert context.pick_port(5471, set()) == 5473
     assert context.pick_port(5471, {5473}) == 5474
+
+
+def test_amcheck_findings_ignore_only_the_install_notice() -> None:
+    from bench.testsuite.checks.amcheck import findings
+
+    notice = 'NOTICE:  extension "amcheck" already exists, skipping'
+    assert findings("") == [] and findings(f"{notice}\n{notice}\n") == []
+    report = f'{notice}\nbtree index "regression.public.t_i":\n    ERROR:  invalid page in block 3'
+    assert findings(report) == [
+        'btree index "regression.public.t_i":',
+        "    ERROR:  invalid page in block 3",
+    ]
