@@ -616,6 +616,8 @@ class Report:
         from rich.table import Table
 
         con = Console(highlight=False)
+        if not con.is_terminal:
+            con = Console(highlight=False, width=200)
         t = Table(title=f"TPC-H SF {self.plan['sf']:g}: median wall-clock [s]"
                   + (" (INTERRUPTED)" if self.interrupted else ""))
         t.add_column("query")

@@ -46,6 +46,7 @@ from typing import Any
 import psycopg
 import psycopg.errors
 
+from bench import cluster as clu
 from bench import paths, ui
 from bench.build import ensure_built
 from bench.tpch import compare, data, measure, queries, report, stats, targets
@@ -324,7 +325,14 @@ class Runner:
         t_begin = time.monotonic()
         rec["loadavg_1m"] = measure.loadavg()
         tg.configure(cfg.engine, self.settings[cfg.name])
-        rec["restart_s"] = round(tg.restart(), 3)
+        try:
+            rec["restart_s"] = round(tg.restart(), 3)
+        except clu.ClusterError as e:
+            rec["error"] = f"server did not start: {e}"
+            rec["server_log_tail"] = ui.tail(tg.cluster.logfile(), 30)
+            ui.error(f"{cfg.name}: {rec['error']}")
+            self.durations.setdefault((cfg.name, q), []).append(time.monotonic() - t_begin)
+            return rec
         if cfg.prewarm:
             secs, blocks = tg.prewarm()
             rec["prewarm_s"] = round(secs, 3)
@@ -387,7 +395,9 @@ class Runner:
             rec["server_log_tail"] = ui.tail(tg.cluster.logfile(), 30)
         if rows is not None:
             self._check_answer(cfg, q, rep, rows, rec)
-        self.durations.setdefault((cfg.name, q), []).append(time.monotonic() - t_begin)
+        total = time.monotonic() - t_begin
+        rec["run_total_s"] = round(total, 3)  # restart + prewarm + query + bookkeeping
+        self.durations.setdefault((cfg.name, q), []).append(total)
         return rec
 
     def _after_run(self, conn: psycopg.Connection, cfg: Config, q: int, sql: str,
