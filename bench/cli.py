@@ -3,10 +3,10 @@
 Subcommands: ``build`` (bench/build.py), ``cluster`` (bench/cluster_cli.py), ``bootstrap``,
 and ``test`` when the test harness is present.
 
-Plug-in hook: a module ``bench.<name>.cli`` listed in ``PLUGINS`` that exists is imported and
-its ``register(subparsers)`` called; it adds its subcommand with ``set_defaults(func=...)``,
-where ``func(args) -> int`` is the exit status. The test harness (``bench/testsuite/cli.py``)
-registers ``test`` that way.
+Plug-in hook: each module of ``PLUGINS`` (e.g. ``bench.testsuite.cli``) that exists is
+imported and its ``register(subparsers)`` called; it adds its subcommand with
+``set_defaults(func=...)``, where ``func(args) -> int`` is the exit status. The test harness
+registers ``test`` that way. Plugins are not imported for the core commands (``CORE_COMMANDS``).
 
 Ctrl-C / SIGTERM during any command stops the servers that command started (see
 ``bench.cluster.stop_started``) and exits with 130 / 143.
@@ -59,7 +59,12 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+#: Subcommands defined here: invoking one of them does not import the plugins (the test
+#: harness pulls in psycopg & co., which would slow every `./pgnvm build` / `cluster` call).
+CORE_COMMANDS = frozenset({"bootstrap", "build", "cluster"})
+
+
+def build_parser(load_plugins: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pgnvm",
         description="pgnvm: PostgreSQL 18 with persistent-memory storage engines. "
@@ -71,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     build.register(sub)
     cluster_cli.register(sub)
     broken: Exception | None = None
-    for modname in PLUGINS:
+    for modname in PLUGINS if load_plugins else ():
         mod = _load_plugin(modname)
         if isinstance(mod, Exception):
             broken = mod
@@ -100,7 +105,7 @@ def _missing(cmd: str, broken: Exception | None) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     argv, psql_args = cluster_cli.split_psql(argv)
-    parser = build_parser()
+    parser = build_parser(load_plugins=not argv or argv[0] not in CORE_COMMANDS)
     args = parser.parse_args(argv)
     if psql_args is not None:
         args.psql_args = psql_args

@@ -202,3 +202,16 @@ def test_plugin_registers_subcommand(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "fake_plugin", mod)
     monkeypatch.setattr(cli, "PLUGINS", ("fake_plugin",))
     assert cli.main(["test", "--x", "5"]) == 5
+
+
+def test_core_commands_do_not_load_plugins(monkeypatch: pytest.MonkeyPatch) -> None:
+    loaded: list[str] = []
+    monkeypatch.setattr(cli, "_load_plugin", lambda name: loaded.append(name))
+    monkeypatch.setattr(cli, "PLUGINS", ("some.plugin",))
+    cli.build_parser(load_plugins=False)
+    assert loaded == []
+    cli.build_parser()
+    assert loaded == ["some.plugin"]
+    with pytest.raises(SystemExit):
+        cli.main(["cluster", "--help"])
+    assert loaded == ["some.plugin"]  # `cluster` did not load it again
