@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.testsuite.context import EngineEnv
-from bench.testsuite.model import CheckFailed
-from bench.testsuite.proc import Background
+from bench.testsuite.model import CheckFailed, CheckSkipped
+from bench.testsuite.proc import Background, is_root
 
 SYSCALLS = "pread64,preadv,preadv2"
 # e.g. "12345 pread64(7</mnt/pgnvm/nvm/x/data/base/5/16384>, ..., 8192, 0) = 8192"
@@ -37,6 +37,13 @@ def relation_reads(trace: str, relfile: str) -> list[str]:
         if path == relfile or path.startswith(relfile + "."):
             out.append(line)
     return out
+
+
+def _ptrace_scope() -> int:
+    try:
+        return int(Path("/proc/sys/kernel/yama/ptrace_scope").read_text())
+    except (OSError, ValueError):
+        return 0
 
 
 def _find_node(plan: dict[str, Any], node_type: str) -> dict[str, Any] | None:
@@ -74,6 +81,10 @@ def _wait_attached(log: Path, pids: list[int], timeout: float = 20) -> None:
 def strace(env: EngineEnv, limit: float) -> str:
     if shutil.which("strace") is None:
         raise CheckFailed("strace is not installed (./pgnvm installs it as root)")
+    if not is_root() and _ptrace_scope() >= 1:
+        raise CheckSkipped(
+            "attaching strace to a server process needs root (or kernel.yama.ptrace_scope=0)"
+        )
     with env.connect() as c:
         sb = c.execute(
             "SELECT setting::bigint * 8192 FROM pg_settings WHERE name = 'shared_buffers'"
