@@ -10,7 +10,8 @@
  *	se1		"MemMapped layer": the main fork of permanent relations is read
  *			and written with memcpy() through a per-process MAP_SHARED
  *			mapping of each 1 GB segment; everything else is md.c's.
- *	se2		"PtrRedirection layer" (not yet available).
+ *	se2		"PtrRedirection layer": as se1, but a read-only buffer miss
+ *			copies nothing; the buffer points into the mapping (nvm_buf.c).
  *
  * See docs/storage-engines.md in the pgnvm repository for the invariants.
  *
@@ -38,8 +39,6 @@ typedef enum NvmStorageEngine
 extern PGDLLIMPORT int nvm_storage_engine;
 extern PGDLLIMPORT const struct config_enum_entry nvm_storage_engine_options[];
 
-extern bool check_nvm_storage_engine(int *newval, void **extra, GucSource source);
-
 /* Does smgropen() give this relation to nvm_smgr.c rather than md.c? */
 static inline bool
 nvm_smgr_handles(ProcNumber backend)
@@ -48,6 +47,19 @@ nvm_smgr_handles(ProcNumber backend)
 	return nvm_storage_engine != NVM_ENGINE_BASE &&
 		backend == INVALID_PROC_NUMBER;
 }
+
+/* this process's mappings of one segment of a main fork */
+typedef struct NvmSegMap
+{
+	char	   *rw;				/* read-write: for copies (se1, write-back) */
+	char	   *ro;				/* read-only: for redirected buffers (se2) */
+} NvmSegMap;
+
+/* for nvm_buf.c */
+extern char *nvm_redirect_address(RelFileLocator rlocator, ForkNumber forknum,
+								  BlockNumber blocknum);
+extern bool nvm_copy_page_guarded(char *dst, const char *src);
+extern void nvm_release_retired_mappings(void);
 
 /* f_smgr callbacks; those not listed are md.c's own */
 extern void nvm_open(SMgrRelation reln);

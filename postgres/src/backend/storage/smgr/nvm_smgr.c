@@ -67,8 +67,11 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/aio.h"
+#include "storage/bufmgr.h"
 #include "storage/md.h"
+#include "storage/nvm_buf.h"
 #include "storage/nvm_smgr.h"
+#include "nodes/pg_list.h"
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
 
@@ -98,25 +101,6 @@ static char *volatile nvm_fault_lo = NULL;
 static char *volatile nvm_fault_hi = NULL;
 static bool nvm_sigbus_installed = false;
 
-
-/*
- * check_nvm_storage_engine -- GUC check hook.
- *
- * se2 is a valid name, reserved for the PtrRedirection layer, but it is not
- * implemented by this build: refuse it with a clear message rather than
- * silently running another engine.
- */
-bool
-check_nvm_storage_engine(int *newval, void **extra, GucSource source)
-{
-	if (*newval == NVM_ENGINE_SE2)
-	{
-		GUC_check_errdetail("Storage engine \"se2\" is not available in this build yet.");
-		GUC_check_errhint("Use \"base\" or \"se1\".");
-		return false;
-	}
-	return true;
-}
 
 /*
  * nvm_sigbus_handler -- turn a fault inside a guarded copy into a longjmp.
@@ -206,10 +190,12 @@ nvm_copy_guarded(char *map, void **buffers, BlockNumber nblocks, bool to_map)
  *
  * md.c opens the segment, with the same rules as for a read or a write
  * (including creation of missing segments during recovery); we map the
- * whole RELSEG_SIZE span of it and remember the address in reln.
+ * whole RELSEG_SIZE span of it, read-write for copies or read-only for
+ * redirected buffers, and remember the address in reln.
  */
 static pg_noinline char *
-nvm_map_segment(SMgrRelation reln, BlockNumber blocknum, bool skipFsync)
+nvm_map_segment(SMgrRelation reln, BlockNumber blocknum, bool skipFsync,
+				bool readonly)
 {
 	BlockNumber segno = blocknum / ((BlockNumber) RELSEG_SIZE);
 	const char *path;
@@ -230,19 +216,20 @@ nvm_map_segment(SMgrRelation reln, BlockNumber blocknum, bool skipFsync)
 
 		if (reln->nvm_maps == NULL)
 			reln->nvm_maps = MemoryContextAllocZero(NvmCxt,
-													sizeof(char *) * newsize);
+													sizeof(NvmSegMap) * newsize);
 		else
 		{
-			reln->nvm_maps = repalloc(reln->nvm_maps, sizeof(char *) * newsize);
+			reln->nvm_maps = repalloc(reln->nvm_maps, sizeof(NvmSegMap) * newsize);
 			memset(reln->nvm_maps + reln->nvm_num_maps, 0,
-				   sizeof(char *) * (newsize - reln->nvm_num_maps));
+				   sizeof(NvmSegMap) * (newsize - reln->nvm_num_maps));
 		}
 		reln->nvm_num_maps = newsize;
 	}
 
 	fd = mdsegfd(reln, MAIN_FORKNUM, blocknum, skipFsync, &path);
 
-	addr = mmap(NULL, NVM_SEGMENT_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
+	addr = mmap(NULL, NVM_SEGMENT_BYTES,
+				readonly ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED,
 				fd, 0);
 	if (addr == MAP_FAILED)
 	{
@@ -255,13 +242,16 @@ nvm_map_segment(SMgrRelation reln, BlockNumber blocknum, bool skipFsync)
 								 "raise vm.max_map_count or use nvm_storage_engine = base.") : 0));
 	}
 
-	reln->nvm_maps[segno] = (char *) addr;
+	if (readonly)
+		reln->nvm_maps[segno].ro = (char *) addr;
+	else
+		reln->nvm_maps[segno].rw = (char *) addr;
 	return (char *) addr;
 }
 
 /*
- * nvm_block_address -- address of blocknum in this process's mapping of
- * its segment, mapping the segment if needed.
+ * nvm_block_address -- address of blocknum in this process's read-write
+ * mapping of its segment, mapping the segment if needed.
  */
 static inline char *
 nvm_block_address(SMgrRelation reln, BlockNumber blocknum, bool skipFsync)
@@ -270,12 +260,110 @@ nvm_block_address(SMgrRelation reln, BlockNumber blocknum, bool skipFsync)
 	char	   *map;
 
 	if (segno < (BlockNumber) reln->nvm_num_maps &&
-		reln->nvm_maps[segno] != NULL)
-		map = reln->nvm_maps[segno];
+		reln->nvm_maps[segno].rw != NULL)
+		map = reln->nvm_maps[segno].rw;
 	else
-		map = nvm_map_segment(reln, blocknum, skipFsync);
+		map = nvm_map_segment(reln, blocknum, skipFsync, false);
 
 	return map + (size_t) BLCKSZ * (blocknum % ((BlockNumber) RELSEG_SIZE));
+}
+
+/*
+ * nvm_ro_block_address -- the same in the read-only mapping, used for
+ * redirected buffers: a stray write through a redirected page faults
+ * instead of bypassing the buffer manager and the WAL.
+ */
+static inline char *
+nvm_ro_block_address(SMgrRelation reln, BlockNumber blocknum)
+{
+	BlockNumber segno = blocknum / ((BlockNumber) RELSEG_SIZE);
+	char	   *map;
+
+	if (segno < (BlockNumber) reln->nvm_num_maps &&
+		reln->nvm_maps[segno].ro != NULL)
+		map = reln->nvm_maps[segno].ro;
+	else
+		map = nvm_map_segment(reln, blocknum, false, true);
+
+	return map + (size_t) BLCKSZ * (blocknum % ((BlockNumber) RELSEG_SIZE));
+}
+
+/*
+ * nvm_redirect_address -- for nvm_buf.c: this process's read-only mapped
+ * address of a block of a permanent relation's main fork.
+ */
+char *
+nvm_redirect_address(RelFileLocator rlocator, ForkNumber forknum,
+					 BlockNumber blocknum)
+{
+	SMgrRelation reln = smgropen(rlocator, INVALID_PROC_NUMBER);
+
+	Assert(forknum == MAIN_FORKNUM);
+	Assert(reln->smgr_which == 1);
+	return nvm_ro_block_address(reln, blocknum);
+}
+
+/*
+ * nvm_copy_page_guarded -- copy one block from a mapping, under the SIGBUS
+ * guard.  Returns false if the mapping faulted.
+ */
+bool
+nvm_copy_page_guarded(char *dst, const char *src)
+{
+	void	   *buf = dst;
+
+	if (!nvm_sigbus_installed)
+		nvm_install_sigbus_handler();
+	return nvm_copy_guarded((char *) src, &buf, 1, false) == 1;
+}
+
+/*
+ * Read-only mappings that were closed while this process still had pinned
+ * redirected buffers pointing into them.  Their pages may still be read
+ * through pointers obtained under those pins, so they are unmapped only
+ * when the last such pin is gone (nvm_release_retired_mappings(), called by
+ * nvm_buf.c).  This happens when a relation is closed for a reason that
+ * does not conflict with our pins, e.g. the SMGRRELEASE barrier of DROP
+ * DATABASE, which makes every process close every relation.
+ */
+static List *nvm_retired_maps = NIL;
+
+void
+nvm_release_retired_mappings(void)
+{
+	ListCell   *lc;
+
+	if (nvm_retired_maps == NIL)
+		return;
+	foreach(lc, nvm_retired_maps)
+	{
+		if (munmap(lfirst(lc), NVM_SEGMENT_BYTES) != 0)
+			elog(WARNING, "could not unmap retired relation segment: %m");
+	}
+	list_free(nvm_retired_maps);
+	nvm_retired_maps = NIL;
+}
+
+/*
+ * nvm_unmap -- remove one mapping, or retire it if pinned redirected
+ * buffers of this process may still point into it.
+ */
+static void
+nvm_unmap(char *addr, bool readonly)
+{
+	if (addr == NULL)
+		return;
+	if (readonly && NvmLiveViews())
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(NvmCxt);
+
+		nvm_retired_maps = lappend(nvm_retired_maps, addr);
+		MemoryContextSwitchTo(oldcxt);
+		return;
+	}
+	/* runs during error cleanup too: never throw an ERROR from here */
+	if (munmap(addr, NVM_SEGMENT_BYTES) != 0)
+		elog(WARNING, "could not unmap relation segment: %m");
 }
 
 /*
@@ -286,13 +374,10 @@ nvm_unmap_from(SMgrRelation reln, int first)
 {
 	for (int segno = first; segno < reln->nvm_num_maps; segno++)
 	{
-		if (reln->nvm_maps[segno] == NULL)
-			continue;
-		/* runs during error cleanup too: never throw an ERROR from here */
-		if (munmap(reln->nvm_maps[segno], NVM_SEGMENT_BYTES) != 0)
-			elog(WARNING, "could not unmap segment %d of relation %s: %m",
-				 segno, relpath(reln->smgr_rlocator, MAIN_FORKNUM).str);
-		reln->nvm_maps[segno] = NULL;
+		nvm_unmap(reln->nvm_maps[segno].rw, false);
+		nvm_unmap(reln->nvm_maps[segno].ro, true);
+		reln->nvm_maps[segno].rw = NULL;
+		reln->nvm_maps[segno].ro = NULL;
 	}
 
 	if (first == 0 && reln->nvm_maps != NULL)
@@ -357,6 +442,7 @@ nvm_readv(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 		pgstat_report_wait_start(WAIT_EVENT_DATA_FILE_READ);
 		done = nvm_copy_guarded(src, buffers, nthis, false);
 		pgstat_report_wait_end();
+		MyNvmStats->mapped_reads += done;
 
 		if (done < nthis)
 		{
@@ -371,25 +457,65 @@ nvm_readv(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 }
 
 /*
+ * nvm_probe_guarded -- fault in the pages of nblocks mapped blocks (one load
+ * per OS page), under the SIGBUS guard.  Returns how many blocks are
+ * readable: fewer if the file ends early.
+ */
+static BlockNumber
+nvm_probe_guarded(const char *map, BlockNumber nblocks)
+{
+	sigjmp_buf	jmp;
+	volatile BlockNumber done = 0;
+	size_t		pagesz = 4096;
+
+	Assert(nvm_fault_jmp == NULL);
+
+	if (sigsetjmp(jmp, 0) == 0)
+	{
+		nvm_fault_lo = (char *) map;
+		nvm_fault_hi = (char *) map + (size_t) nblocks * BLCKSZ;
+		nvm_fault_jmp = &jmp;
+
+		while (done < nblocks)
+		{
+			const volatile char *blk = map + (size_t) done * BLCKSZ;
+
+			for (size_t off = 0; off < BLCKSZ; off += pagesz)
+				(void) blk[off];
+			done = done + 1;
+		}
+	}
+	nvm_fault_jmp = NULL;
+
+	return done;
+}
+
+/*
  * nvm_startreadv -- "asynchronous" read, as used by the buffer manager.
  *
- * The copy is done right here, then the IO handle is staged as a read that
- * has already transferred its bytes (pgaio_io_start_readv_copied()), so it
- * completes synchronously without a system call or an IO worker, and the
- * usual completion callbacks run: md.c's short-read check and error report,
- * then the buffer manager's checksum verification and buffer state update.
- * A fault in the mapping shows up as a short read, reported exactly like a
- * short read() by md.c.
+ * se1, and se2 for reads that may not redirect: the copy is done right
+ * here, then the IO handle is staged as a read that has already transferred
+ * its bytes (pgaio_io_start_readv_copied()), so it completes synchronously
+ * without a system call or an IO worker, and the usual completion callbacks
+ * run: md.c's short-read check and error report, then the buffer manager's
+ * checksum verification and buffer state update.  A fault in the mapping
+ * shows up as a short read, reported exactly like a short read() by md.c.
+ *
+ * se2, for reads the buffer manager declared read-only
+ * (NvmRedirectNextRead): nothing is copied.  The blocks are faulted in
+ * through the read-only mapping, and while the handle completes, the buffer
+ * manager's completion callback verifies each page in the mapping
+ * (NvmRedirectTarget()) and marks the buffer redirected (NvmRedirectDone()).
  */
 void
 nvm_startreadv(PgAioHandle *ioh,
 			   SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 			   void **buffers, BlockNumber nblocks)
 {
-	char	   *src;
 	struct iovec *iov;
 	int			iovcnt;
 	BlockNumber done;
+	bool		redirect;
 
 	if (forknum != MAIN_FORKNUM)
 	{
@@ -400,11 +526,37 @@ nvm_startreadv(PgAioHandle *ioh,
 	if (blocknum % ((BlockNumber) RELSEG_SIZE) + nblocks > RELSEG_SIZE)
 		elog(ERROR, "read crossing segment boundary");
 
-	src = nvm_block_address(reln, blocknum, false);
+	redirect = NvmRedirectNextRead && NvmBufferPages != NULL;
 
-	pgstat_report_wait_start(WAIT_EVENT_DATA_FILE_READ);
-	done = nvm_copy_guarded(src, buffers, nblocks, false);
-	pgstat_report_wait_end();
+	if (redirect)
+	{
+		char	   *src = nvm_ro_block_address(reln, blocknum);
+		Buffer		bufs[MAX_IO_COMBINE_LIMIT];
+		char	   *pages[MAX_IO_COMBINE_LIMIT];
+
+		Assert(nblocks <= MAX_IO_COMBINE_LIMIT);
+
+		pgstat_report_wait_start(WAIT_EVENT_DATA_FILE_READ);
+		done = nvm_probe_guarded(src, nblocks);
+		pgstat_report_wait_end();
+
+		for (BlockNumber i = 0; i < done; i++)
+		{
+			/* the buffers are shared buffer slots: find their numbers */
+			bufs[i] = (Buffer) (((char *) buffers[i] - BufferBlocks) / BLCKSZ) + 1;
+			pages[i] = src + (size_t) i * BLCKSZ;
+		}
+		NvmRedirectBegin(done, bufs, pages);
+	}
+	else
+	{
+		char	   *src = nvm_block_address(reln, blocknum, false);
+
+		pgstat_report_wait_start(WAIT_EVENT_DATA_FILE_READ);
+		done = nvm_copy_guarded(src, buffers, nblocks, false);
+		pgstat_report_wait_end();
+		MyNvmStats->mapped_reads += done;
+	}
 
 	/* describe the buffers, as a read() would have used them */
 	iovcnt = pgaio_io_get_iovec(ioh, &iov);
@@ -418,9 +570,18 @@ nvm_startreadv(PgAioHandle *ioh,
 	pgaio_io_set_target_smgr(ioh, reln, forknum, blocknum, nblocks, false);
 	pgaio_io_register_callbacks(ioh, PGAIO_HCB_MD_READV, 0);
 
-	pgaio_io_start_readv_copied(ioh, iovcnt,
-								(uint64) BLCKSZ * (blocknum % ((BlockNumber) RELSEG_SIZE)),
-								(uint32) done * BLCKSZ);
+	PG_TRY();
+	{
+		pgaio_io_start_readv_copied(ioh, iovcnt,
+									(uint64) BLCKSZ * (blocknum % ((BlockNumber) RELSEG_SIZE)),
+									(uint32) done * BLCKSZ);
+	}
+	PG_FINALLY();
+	{
+		if (redirect)
+			NvmRedirectEnd();
+	}
+	PG_END_TRY();
 }
 
 /*
@@ -460,6 +621,7 @@ nvm_writev(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 		pgstat_report_wait_start(WAIT_EVENT_DATA_FILE_WRITE);
 		done = nvm_copy_guarded(dst, (void **) buffers, nthis, true);
 		pgstat_report_wait_end();
+		MyNvmStats->mapped_writes += done;
 
 		if (done < nthis)
 			mdwritev(reln, forknum, blocknum + done, buffers + done,
