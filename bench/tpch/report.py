@@ -56,6 +56,11 @@ def _num(x: float | None) -> str:
     return f"{x:.0f}"
 
 
+def _legend_below(ax: Any, n: int) -> None:
+    ax.legend(fontsize=7, ncol=min(7, n), loc="upper center", bbox_to_anchor=(0.5, -0.07),
+              frameon=False)
+
+
 class Report:
     def __init__(self, out: Path, plan: dict[str, Any], env: dict[str, Any],
                  records: list[dict[str, Any]], mismatches: list[dict[str, Any]],
@@ -147,7 +152,7 @@ class Report:
         ax.set_ylabel(f"wall-clock / {self.baseline}")
         ax.set_title(f"TPC-H SF {self.plan['sf']:g}: median wall-clock normalised to "
                      f"{self.baseline} (black: {cfgs.CEILING} ceiling)")
-        ax.legend(fontsize=7, ncol=min(4, len(bars) + 1))
+        _legend_below(ax, len(bars) + 1)
         self._save(fig, "wallclock_normalized.png", "Wall-clock normalised (Fig. 7/12)")
 
     def _grouped(self, name: str, title: str, ylabel: str,
@@ -171,10 +176,11 @@ class Report:
         ax.set_xticks(range(len(self.queries)), [qname(q).upper() for q in self.queries],
                       fontsize=8)
         if logy:
-            ax.set_yscale("symlog", linthresh=1)
+            ax.set_yscale("log")
+            ax.set_ylim(bottom=1)
         ax.set_ylabel(ylabel)
         ax.set_title(title)
-        ax.legend(fontsize=7, ncol=min(4, len(self.configs)))
+        _legend_below(ax, len(self.configs))
         self._save(fig, name, title)
 
     def chart_kernel_share(self) -> None:
@@ -187,8 +193,8 @@ class Report:
         self._grouped("page_faults.png", "Backend page faults per query (minor + major)",
                       "page faults (median)",
                       lambda c, q: self.median_of(
-                          c, q, lambda r: (r.get("backend") or {}).get("minflt", 0)
-                          + (r.get("backend") or {}).get("majflt", 0)
+                          c, q, lambda r: max(1, (r.get("backend") or {}).get("minflt", 0)
+                                              + (r.get("backend") or {}).get("majflt", 0))
                           if r.get("backend") else None), logy=True)
 
     def chart_totals(self) -> None:
