@@ -2,7 +2,7 @@
 
     ./pgnvm cluster init    [--name N] [--engine E] [--storage nvm|disk] [--port P] [--huge]
                             [--flavour F] [-c name=value ...] [--force] [--no-build]
-    ./pgnvm cluster start   [same options as init]   # init if needed, then start
+    ./pgnvm cluster start   [same options as init]   # init if needed (--force: re-init), start
     ./pgnvm cluster stop    [--name N | --all] [--mode fast|smart|immediate]
     ./pgnvm cluster status  [--name N | --all] [--json]
     ./pgnvm cluster list
@@ -123,6 +123,11 @@ def _add_spec_options(p: argparse.ArgumentParser) -> None:
         help="extra server setting (repeatable; replaces the saved set)",
     )
     p.add_argument(
+        "--force",
+        action="store_true",
+        help="re-initdb even if the cluster exists (its data is lost)",
+    )
+    p.add_argument(
         "--no-build",
         action="store_true",
         help="use the installed binaries as they are (skip the up-to-date check)",
@@ -141,11 +146,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("init", help="initdb and write settings (starts nothing)")
     _add_spec_options(p)
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="re-initdb even if the cluster exists (its data is lost)",
-    )
     p.set_defaults(func=cmd_init)
 
     p = sub.add_parser("start", help="start (initializing first if needed)")
@@ -234,8 +234,8 @@ def cmd_start(args: argparse.Namespace) -> int:
     c = Cluster(spec, saved.datadir if saved else None)
     if saved is not None and not saved.is_initialized():
         ui.notice(f"data directory {saved.datadir} is gone (tmpfs cleared?); re-initializing")
-    if saved is None or saved.spec != spec or not c.is_initialized():
-        c.init()
+    if args.force or saved is None or saved.spec != spec or not c.is_initialized():
+        c.init(force=args.force)
     c.start()
     release(c)  # the server outlives this command
     ui.info(f"cluster {spec.name} started (pid {c.pid()}): {c.conninfo()}")

@@ -96,6 +96,7 @@ def test_parse_cluster_init() -> None:
     assert a.huge is None  # not given: keep saved value
     assert a.no_build is False and a.force is False
     assert p.parse_args(["cluster", "start", "--no-build"]).no_build is True
+    assert p.parse_args(["cluster", "start", "--force"]).force is True
     assert p.parse_args(["cluster", "init", "--huge"]).huge is True
     assert p.parse_args(["cluster", "init", "--no-huge"]).huge is False
     with pytest.raises(SystemExit):
