@@ -58,8 +58,15 @@ def test_order_keys_are_select_columns() -> None:
 def test_config_table() -> None:
     names = [c.name for c in configs.CONFIGS]
     assert len(names) == len(set(names))
-    for needed in ("disk_base", "nvm_base_sync", "nvm_base_worker", "nvm_base_io_uring",
-                   "nvm_se1", "nvm_se2", "mem_limit"):
+    for needed in (
+        "disk_base",
+        "nvm_base_sync",
+        "nvm_base_worker",
+        "nvm_base_io_uring",
+        "nvm_se1",
+        "nvm_se2",
+        "mem_limit",
+    ):
         assert needed in names
     assert configs.BASELINE in names and configs.CEILING in names
     assert configs.BY_NAME["disk_base"].drop_caches
@@ -70,8 +77,7 @@ def test_config_table() -> None:
 def test_resolve_configs() -> None:
     assert [c.name for c in configs.resolve(None)] == configs.default_names()
     # table order, not argument order
-    assert [c.name for c in configs.resolve(["mem_limit", "nvm_se1"])] == ["nvm_se1",
-                                                                            "mem_limit"]
+    assert [c.name for c in configs.resolve(["mem_limit", "nvm_se1"])] == ["nvm_se1", "mem_limit"]
     with pytest.raises(ValueError, match="nope"):
         configs.resolve(["nope"])
 
@@ -98,8 +104,10 @@ def test_whole_db_shared_buffers() -> None:
 
 
 def test_probe_message() -> None:
-    err = ('2026-01-01 GMT [1] FATAL:  invalid value for parameter "nvm_storage_engine": '
-           '"se2"\n2026-01-01 GMT [1] DETAIL:  not in this build\n2026 [1] HINT:  Use base')
+    err = (
+        '2026-01-01 GMT [1] FATAL:  invalid value for parameter "nvm_storage_engine": '
+        '"se2"\n2026-01-01 GMT [1] DETAIL:  not in this build\n2026 [1] HINT:  Use base'
+    )
     msg = configs._error_message(err)
     assert msg.startswith('invalid value for parameter "nvm_storage_engine"')
     assert "not in this build" in msg
@@ -156,11 +164,17 @@ def test_jsonable_and_digest() -> None:
 # --------------------------------------------------------------------------- statistics
 
 
-def _rec(config: str, q: int, wall: float, status: str = "ok", u: float = 1.0,
-         s: float = 0.25) -> dict[str, Any]:
-    return {"config": config, "query": q, "status": status, "wall_s": wall,
-            "backend": {"utime_s": u, "stime_s": s, "minflt": 10, "majflt": 0},
-            "others_cpu_s": 0.1}
+def _rec(
+    config: str, q: int, wall: float, status: str = "ok", u: float = 1.0, s: float = 0.25
+) -> dict[str, Any]:
+    return {
+        "config": config,
+        "query": q,
+        "status": status,
+        "wall_s": wall,
+        "backend": {"utime_s": u, "stime_s": s, "minflt": 10, "majflt": 0},
+        "others_cpu_s": 0.1,
+    }
 
 
 def test_median_geomean_kernel_share() -> None:
@@ -190,7 +204,7 @@ def test_cells_and_summary() -> None:
     assert summ["a"].total == pytest.approx(6.0)
     assert summ["b"].total == pytest.approx(3.0)
     assert summ["a"].geomean == pytest.approx((2.0 * 4.0) ** 0.5)
-    assert summ["a"].ratios["b"] == pytest.approx((8.0 ** 0.5) / (2.0 ** 0.5))
+    assert summ["a"].ratios["b"] == pytest.approx((8.0**0.5) / (2.0**0.5))
     assert summ["a"].total_ratios["b"] == pytest.approx(2.0)
     assert summ["b"].n_failed == 1 and summ["a"].n_failed == 0
     assert stats.normalized(t, "a", "b", 2) == pytest.approx(4.0)
@@ -251,7 +265,7 @@ def test_parse_stat_with_odd_comm() -> None:
 def test_proc_sample_self() -> None:
     s = measure.proc_sample(os.getpid())
     assert s is not None and s.utime >= 0 and s.minflt > 0
-    assert measure.proc_sample(2 ** 22 + 12345) is None
+    assert measure.proc_sample(2**22 + 12345) is None
 
 
 def test_group_of() -> None:
@@ -265,11 +279,17 @@ def test_cluster_delta() -> None:
     def ps(u: float, s: float, start: int = 1, cu: float = 0.0) -> measure.ProcSample:
         return measure.ProcSample(u, s, 0, 0, cu, 0.0, start, 0, 0, 0)
 
-    before = measure.ClusterSample(ps(1, 1, cu=0.5), {10: ("io worker", ps(1, 0)),
-                                                      11: ("checkpointer", ps(2, 2))})
-    after = measure.ClusterSample(ps(1, 1, cu=1.5), {10: ("io worker", ps(1.5, 0.25)),
-                                                     11: ("checkpointer", ps(2, 2)),
-                                                     12: ("parallel worker", ps(0.3, 0, 9))})
+    before = measure.ClusterSample(
+        ps(1, 1, cu=0.5), {10: ("io worker", ps(1, 0)), 11: ("checkpointer", ps(2, 2))}
+    )
+    after = measure.ClusterSample(
+        ps(1, 1, cu=1.5),
+        {
+            10: ("io worker", ps(1.5, 0.25)),
+            11: ("checkpointer", ps(2, 2)),
+            12: ("parallel worker", ps(0.3, 0, 9)),
+        },
+    )
     d = measure.cluster_delta(before, after)
     assert d["groups"]["io worker"]["utime_s"] == pytest.approx(0.5)
     assert d["groups"]["io worker"]["stime_s"] == pytest.approx(0.25)
@@ -281,11 +301,18 @@ def test_cluster_delta() -> None:
 def test_stat_io_delta() -> None:
     k = ("client backend", "relation", "normal")
     before = {k: {"reads": 5.0, "hits": 10.0, "read_bytes": 40960.0}}
-    after = {k: {"reads": 8.0, "hits": 10.0, "read_bytes": 65536.0},
-             ("io worker", "relation", "normal"): {"reads": 2.0}}
+    after = {
+        k: {"reads": 8.0, "hits": 10.0, "read_bytes": 65536.0},
+        ("io worker", "relation", "normal"): {"reads": 2.0},
+    }
     rows = measure.stat_io_delta(before, after)
-    assert {"backend_type": "client backend", "object": "relation", "context": "normal",
-            "reads": 3, "read_bytes": 24576} in rows
+    assert {
+        "backend_type": "client backend",
+        "object": "relation",
+        "context": "normal",
+        "reads": 3,
+        "read_bytes": 24576,
+    } in rows
     assert measure.stat_io_sum(rows, "io worker", "reads") == 2
 
 
@@ -312,17 +339,25 @@ def test_scaled() -> None:
 
 
 def test_parse_perturb() -> None:
-    assert runner.parse_perturb("nvm_se1:6, mem_limit:q14") == {("nvm_se1", 6),
-                                                                ("mem_limit", 14)}
+    assert runner.parse_perturb("nvm_se1:6, mem_limit:q14") == {("nvm_se1", 6), ("mem_limit", 14)}
     assert runner.parse_perturb(None) == set()
 
 
 def test_csv_row_flattens() -> None:
     rec = _rec("nvm_se1", 6, 1.5)
-    rec["others"] = {"groups": {"io worker": {"utime_s": 0.5, "stime_s": 0.25, "procs": 3}},
-                     "exited_children": {"utime_s": 0.0, "stime_s": 0.0}}
-    rec["pg_stat_io"] = [{"backend_type": "client backend", "object": "relation",
-                          "context": "normal", "reads": 7, "hits": 3}]
+    rec["others"] = {
+        "groups": {"io worker": {"utime_s": 0.5, "stime_s": 0.25, "procs": 3}},
+        "exited_children": {"utime_s": 0.0, "stime_s": 0.0},
+    }
+    rec["pg_stat_io"] = [
+        {
+            "backend_type": "client backend",
+            "object": "relation",
+            "context": "normal",
+            "reads": 7,
+            "hits": 3,
+        }
+    ]
     rec["perf"] = {"counters": {"cycles_user": 123.0}}
     row = runner.csv_row(rec)
     assert row["io_worker_cpu_s"] == pytest.approx(0.75)
@@ -338,14 +373,31 @@ def _plan(names: list[str], qs: list[int]) -> dict[str, Any]:
     cfg = []
     for n in names:
         c = configs.BY_NAME[n]
-        cfg.append({"name": n, "engine": c.engine, "storage": c.storage, "doc": c.doc,
-                    "settings": c.settings, "prewarm": c.prewarm,
-                    "drop_caches": c.drop_caches,
-                    "server_settings": {"shared_buffers": "128MB"}})
-    return {"sf": 0.01, "queries": qs, "repeat": 2, "timeout_s": 60.0, "parallel_workers": 0,
-            "shared_buffers": "128MB", "work_mem": "64MB", "configs": cfg,
-            "unavailable": {"nvm_se2": "not in this build"}, "order": "interleaved",
-            "started_at": "2026-01-01T00:00:00"}
+        cfg.append(
+            {
+                "name": n,
+                "engine": c.engine,
+                "storage": c.storage,
+                "doc": c.doc,
+                "settings": c.settings,
+                "prewarm": c.prewarm,
+                "drop_caches": c.drop_caches,
+                "server_settings": {"shared_buffers": "128MB"},
+            }
+        )
+    return {
+        "sf": 0.01,
+        "queries": qs,
+        "repeat": 2,
+        "timeout_s": 60.0,
+        "parallel_workers": 0,
+        "shared_buffers": "128MB",
+        "work_mem": "64MB",
+        "configs": cfg,
+        "unavailable": {"nvm_se2": "not in this build"},
+        "order": "interleaved",
+        "started_at": "2026-01-01T00:00:00",
+    }
 
 
 def test_report_renders(tmp_path: Path) -> None:
@@ -358,21 +410,46 @@ def test_report_renders(tmp_path: Path) -> None:
                 r = _rec(n, q, 0.5 + 0.1 * n_i + 0.01 * q + 0.001 * rep)
                 r["rep"] = rep
                 r["loadavg_1m"] = 0.3
-                r["pg_stat_io"] = [{"backend_type": "client backend", "object": "relation",
-                                    "context": "normal", "reads": 10, "hits": 5}]
+                r["pg_stat_io"] = [
+                    {
+                        "backend_type": "client backend",
+                        "object": "relation",
+                        "context": "normal",
+                        "reads": 10,
+                        "hits": 5,
+                    }
+                ]
                 recs.append(r)
     recs.append(dict(_rec("nvm_se1", 14, 0.0, status="timeout"), rep=3))
-    mism = [{"query": 6, "config": "nvm_se1", "rep": 1, "reference": "disk_base",
-             "diff": "row 1: (2) instead of (1)"}]
-    rep = report.Report(tmp_path, _plan(names, qs), {"cpus": 2, "hardware_counters": "x"},
-                        recs, mism, {(1, "nvm_se1"): "Seq Scan", (1, "disk_base"): "Index"})
-    rep.write()
+    mism = [
+        {
+            "query": 6,
+            "config": "nvm_se1",
+            "rep": 1,
+            "reference": "disk_base",
+            "diff": "row 1: (2) instead of (1)",
+        }
+    ]
+    rpt = report.Report(
+        tmp_path,
+        _plan(names, qs),
+        {"cpus": 2, "hardware_counters": "x"},
+        recs,
+        mism,
+        {(1, "nvm_se1"): "Seq Scan", (1, "disk_base"): "Index"},
+    )
+    rpt.write()
     md = (tmp_path / "report.md").read_text()
     assert "CORRECTNESS FAILED" in md and "Q06" in md
     assert "nvm_se2" in md and "NOT AVAILABLE" in md
     assert "not available" in md  # hardware counters
-    for png in ("wallclock_normalized.png", "kernel_share.png", "totals.png",
-                "page_faults.png", "cpu_breakdown.png"):
+    for png in (
+        "wallclock_normalized.png",
+        "kernel_share.png",
+        "totals.png",
+        "page_faults.png",
+        "cpu_breakdown.png",
+    ):
         assert (tmp_path / png).stat().st_size > 1000, png
         assert png in md
     html = (tmp_path / "report.html").read_text()
@@ -381,15 +458,14 @@ def test_report_renders(tmp_path: Path) -> None:
     # q14 had a timeout in nvm_se1 but also ok runs: it still has a median everywhere
     assert summ["common_queries"] == [1, 6, 14]
     assert summ["cells"]["nvm_se1/q14"]["status"] == "2 ok, 1 timeout"
-    rep.print_summary()
+    rpt.print_summary()
 
 
 def test_report_rebuild(tmp_path: Path) -> None:
     names = ["nvm_base_sync", "nvm_se1"]
     (tmp_path / "plan.json").write_text(json.dumps(_plan(names, [1])))
     (tmp_path / "env.json").write_text(json.dumps({"cpus": 2}))
-    (tmp_path / "runs.jsonl").write_text("".join(
-        json.dumps(_rec(n, 1, 1.0)) + "\n" for n in names))
+    (tmp_path / "runs.jsonl").write_text("".join(json.dumps(_rec(n, 1, 1.0)) + "\n" for n in names))
     rep = report.rebuild(tmp_path)
     assert rep.baseline == "nvm_base_sync"  # nvm_base_worker did not run
     assert "Correctness: OK" in (tmp_path / "report.md").read_text()

@@ -20,13 +20,16 @@ page cache for data on disk, runs one query in a fresh connection and records wa
 the backend's CPU time and page faults, the other server processes' CPU, pg_stat_io deltas
 and hardware counters (where the machine has them)."""
 
-EPILOG = """\
-Configurations (--list-configs for details): """ + ", ".join(
-    f"{c.name}{'' if c.default else ' (not default)'}" for c in configs.CONFIGS) + """.
+EPILOG = (
+    """\
+Configurations (--list-configs for details): """
+    + ", ".join(f"{c.name}{'' if c.default else ' (not default)'}" for c in configs.CONFIGS)
+    + """.
 A configuration whose engine or settings the built server refuses (e.g. nvm_se2 before se2
 lands) is reported as not available and skipped. Exit status: 0, or 1 if an answer differs
 between configurations or a run failed with an error or crash (timeouts are reported, not
 failures), 130 on Ctrl-C (finished runs are kept and reported)."""
+)
 
 
 def _csv(text: str) -> list[str]:
@@ -59,45 +62,104 @@ def _positive_int(text: str) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "tpch", help="run the TPC-H benchmark over the storage configurations",
-        description=DESCRIPTION, epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sf", type=_sf, default=1.0, metavar="SF",
-                   help="TPC-H scale factor (default: 1, about 1 GB of data; 0.01 for a "
-                   "smoke test)")
-    p.add_argument("--configs", type=_csv, default=None, metavar="LIST",
-                   help="comma-separated configurations to run (default: "
-                   f"{','.join(configs.default_names())}); see --list-configs")
-    p.add_argument("--queries", type=_queries, default=list(queries.ALL_QUERIES),
-                   metavar="LIST", help="queries to run, e.g. 1-22 (default), 1,6,14 or 1-5,7")
-    p.add_argument("--repeat", type=_positive_int, default=3, metavar="N",
-                   help="runs of every query in every configuration (default: 3); the report "
-                   "gives the median with min and max")
-    p.add_argument("--out", type=Path, default=None, metavar="DIR",
-                   help="result directory (default: results/<timestamp>-sf<SF> in the repo)")
-    p.add_argument("--list-configs", action="store_true",
-                   help="list the configurations (settings, storage, availability) and exit")
-    p.add_argument("--timeout", type=float, default=600.0, metavar="SEC",
-                   help="per-query statement_timeout in seconds (default: 600); a query that "
-                   "hits it is recorded as a timeout")
-    p.add_argument("--parallel-workers", type=int, default=0, metavar="N",
-                   help="max_parallel_workers_per_gather (default: 0, no parallel query, as "
-                   "in the papers)")
-    p.add_argument("--shared-buffers", default="128MB", metavar="SIZE",
-                   help="shared_buffers of every configuration except mem_limit, which gets "
-                   "the whole database (default: 128MB)")
-    p.add_argument("--work-mem", default="64MB", metavar="SIZE",
-                   help="work_mem of every configuration (default: 64MB)")
-    p.add_argument("--port", type=int, default=targets.DEFAULT_PORT, metavar="PORT",
-                   help=f"port of the nvm cluster; the disk cluster uses PORT+1 (default: "
-                   f"{targets.DEFAULT_PORT})")
-    p.add_argument("--no-build", action="store_true",
-                   help="use the installed release build as it is instead of running the "
-                   "(incremental) build first")
-    p.add_argument("--no-perf", action="store_true",
-                   help="do not attach perf_event counters to the backend")
-    p.add_argument("--no-explain", action="store_true",
-                   help="do not record each query's plan (EXPLAIN, costs off) per configuration")
+        "tpch",
+        help="run the TPC-H benchmark over the storage configurations",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--sf",
+        type=_sf,
+        default=1.0,
+        metavar="SF",
+        help="TPC-H scale factor (default: 1, about 1 GB of data; 0.01 for a smoke test)",
+    )
+    p.add_argument(
+        "--configs",
+        type=_csv,
+        default=None,
+        metavar="LIST",
+        help="comma-separated configurations to run (default: "
+        f"{','.join(configs.default_names())}); see --list-configs",
+    )
+    p.add_argument(
+        "--queries",
+        type=_queries,
+        default=list(queries.ALL_QUERIES),
+        metavar="LIST",
+        help="queries to run, e.g. 1-22 (default), 1,6,14 or 1-5,7",
+    )
+    p.add_argument(
+        "--repeat",
+        type=_positive_int,
+        default=3,
+        metavar="N",
+        help="runs of every query in every configuration (default: 3); the report "
+        "gives the median with min and max",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="result directory (default: results/<timestamp>-sf<SF> in the repo)",
+    )
+    p.add_argument(
+        "--list-configs",
+        action="store_true",
+        help="list the configurations (settings, storage, availability) and exit",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        metavar="SEC",
+        help="per-query statement_timeout in seconds (default: 600); a query that "
+        "hits it is recorded as a timeout",
+    )
+    p.add_argument(
+        "--parallel-workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="max_parallel_workers_per_gather (default: 0, no parallel query, as in the papers)",
+    )
+    p.add_argument(
+        "--shared-buffers",
+        default="128MB",
+        metavar="SIZE",
+        help="shared_buffers of every configuration except mem_limit, which gets "
+        "the whole database (default: 128MB)",
+    )
+    p.add_argument(
+        "--work-mem",
+        default="64MB",
+        metavar="SIZE",
+        help="work_mem of every configuration (default: 64MB)",
+    )
+    p.add_argument(
+        "--port",
+        type=int,
+        default=targets.DEFAULT_PORT,
+        metavar="PORT",
+        help=f"port of the nvm cluster; the disk cluster uses PORT+1 (default: "
+        f"{targets.DEFAULT_PORT})",
+    )
+    p.add_argument(
+        "--no-build",
+        action="store_true",
+        help="use the installed release build as it is instead of running the "
+        "(incremental) build first",
+    )
+    p.add_argument(
+        "--no-perf", action="store_true", help="do not attach perf_event counters to the backend"
+    )
+    p.add_argument(
+        "--no-explain",
+        action="store_true",
+        help="do not record each query's plan (EXPLAIN, costs off) per configuration",
+    )
     p.set_defaults(func=_cmd_tpch)
 
 
@@ -111,11 +173,20 @@ def _cmd_tpch(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise SystemExit(f"pgnvm tpch: {e}") from None
     opts = runner.Options(
-        sf=args.sf, configs=args.configs, queries=args.queries, repeat=args.repeat,
-        out=args.out, timeout=args.timeout, parallel_workers=args.parallel_workers,
-        shared_buffers=args.shared_buffers, work_mem=args.work_mem, port=args.port,
+        sf=args.sf,
+        configs=args.configs,
+        queries=args.queries,
+        repeat=args.repeat,
+        out=args.out,
+        timeout=args.timeout,
+        parallel_workers=args.parallel_workers,
+        shared_buffers=args.shared_buffers,
+        work_mem=args.work_mem,
+        port=args.port,
         prefix=os.environ.get(runner.PREFIX_ENV) or targets.DEFAULT_PREFIX,
-        perf=not args.no_perf, explain=not args.no_explain, build=not args.no_build,
+        perf=not args.no_perf,
+        explain=not args.no_explain,
+        build=not args.no_build,
         perturb=runner.parse_perturb(os.environ.get(runner.PERTURB_ENV)),
     )
     return runner.run(opts)
@@ -137,15 +208,21 @@ def _list_configs(args: argparse.Namespace) -> int:
             a = "yes" if why is None else f"NO: {why}"
         own = dict(c.settings)
         if c.shared_buffers:
-            own["shared_buffers"] = (c.shared_buffers + " (sized to hold the whole database)"
-                                     if c.shared_buffers == configs.SB_WHOLE_DB
-                                     else c.shared_buffers)
+            own["shared_buffers"] = (
+                c.shared_buffers + " (sized to hold the whole database)"
+                if c.shared_buffers == configs.SB_WHOLE_DB
+                else c.shared_buffers
+            )
         print(f"{c.name}{'' if c.default else '  (not in the default set)'}")
         print(f"    {c.doc}")
         print(f"    engine={c.engine}  storage={c.storage}  available: {a}")
-        print(f"    settings: {', '.join(f'{k}={v}' for k, v in own.items()) or '-'}"
-              + ("; pg_prewarm after each restart" if c.prewarm else "")
-              + ("; OS page cache dropped before each run" if c.drop_caches else ""))
-    print("common settings (all configurations): " + ", ".join(
-        f"{k}={v}" for k, v in configs.common_settings(common).items()))
+        print(
+            f"    settings: {', '.join(f'{k}={v}' for k, v in own.items()) or '-'}"
+            + ("; pg_prewarm after each restart" if c.prewarm else "")
+            + ("; OS page cache dropped before each run" if c.drop_caches else "")
+        )
+    print(
+        "common settings (all configurations): "
+        + ", ".join(f"{k}={v}" for k, v in configs.common_settings(common).items())
+    )
     return 0

@@ -89,23 +89,30 @@ def compare(ref: Sequence[Row], got: Sequence[Row], order_keys: Sequence[int]) -
     """None if ``got`` is the same answer as ``ref``; otherwise what differs (one line)."""
     if len(ref) != len(got):
         return f"{len(got)} rows instead of {len(ref)}"
-    first_bad = next((i for i, (a, b) in enumerate(zip(ref, got, strict=True))
-                      if not rows_equal(a, b)), None)
+    first_bad = next(
+        (i for i, (a, b) in enumerate(zip(ref, got, strict=True)) if not rows_equal(a, b)), None
+    )
     if first_bad is None:
         return None
     if not order_keys:
-        return (f"row {first_bad + 1}: {fmt_row(got[first_bad])} instead of "
-                f"{fmt_row(ref[first_bad])}")
+        return (
+            f"row {first_bad + 1}: {fmt_row(got[first_bad])} instead of {fmt_row(ref[first_bad])}"
+        )
     ra, rb = _runs(ref, order_keys), _runs(got, order_keys)
     pos = 0
     for a, b in zip(ra, rb, strict=False):
         if len(a) != len(b) or not all(values_equal(a[0][k], b[0][k]) for k in order_keys):
-            return (f"row {pos + 1}: {fmt_row(b[0])} instead of {fmt_row(a[0])} "
-                    "(order or content differs)")
+            return (
+                f"row {pos + 1}: {fmt_row(b[0])} instead of {fmt_row(a[0])} "
+                "(order or content differs)"
+            )
         d = _multiset_diff(a, b)
         if d is not None:
-            where = f"row {pos + 1}" if len(a) == 1 else (
-                f"rows {pos + 1}-{pos + len(a)} (equal ORDER BY keys, any order)")
+            where = (
+                f"row {pos + 1}"
+                if len(a) == 1
+                else (f"rows {pos + 1}-{pos + len(a)} (equal ORDER BY keys, any order)")
+            )
             got_txt = fmt_row(d[0]) if d[0] is not None else "?"
             ref_txt = fmt_row(d[1]) if d[1] is not None else "?"
             return f"{where}: {got_txt} instead of {ref_txt}"
@@ -144,7 +151,7 @@ def perturb(rows: list[Row]) -> list[Row]:
     for i, r in enumerate(out):
         for j, v in enumerate(r):
             if _is_number(v):
-                out[i] = (*r[:j], v + 1, *r[j + 1:])
+                out[i] = (*r[:j], v + 1, *r[j + 1 :])
                 return out
     out.append(tuple("perturbed" for _ in (out[0] if out else ("x",))))
     return out

@@ -48,23 +48,60 @@ class Config:
 
 
 CONFIGS: tuple[Config, ...] = (
-    Config("disk_base", "base", "disk", "stock PostgreSQL, data on disk, OS page cache "
-           "dropped before each query (the papers' disk_base95)",
-           {"io_method": "worker"}),
-    Config("nvm_base_sync", "base", "nvm", "stock PostgreSQL on emulated NVM, io_method=sync "
-           "(read() by the backend)", {"io_method": "sync"}),
-    Config("nvm_base_worker", "base", "nvm", "stock PostgreSQL on emulated NVM, "
-           "io_method=worker (PG 18 default; the normalisation baseline, pmfs_base95)",
-           {"io_method": "worker"}),
-    Config("nvm_base_io_uring", "base", "nvm", "stock PostgreSQL on emulated NVM, "
-           "io_method=io_uring", {"io_method": "io_uring"}),
-    Config("nvm_se1", "se1", "nvm", "SE1: segments mmap'd, a buffer miss is one memcpy "
-           "from the mapping", {"io_method": "worker"}),
-    Config("nvm_se2", "se2", "nvm", "SE2: zero-copy, buffers point into the mapping",
-           {"io_method": "worker"}),
-    Config("mem_limit", "base", "nvm", "in-memory ceiling: shared_buffers holds the whole "
-           "database, prewarmed with pg_prewarm after each restart",
-           {"io_method": "worker"}, shared_buffers=SB_WHOLE_DB, prewarm=True),
+    Config(
+        "disk_base",
+        "base",
+        "disk",
+        "stock PostgreSQL, data on disk, OS page cache "
+        "dropped before each query (the papers' disk_base95)",
+        {"io_method": "worker"},
+    ),
+    Config(
+        "nvm_base_sync",
+        "base",
+        "nvm",
+        "stock PostgreSQL on emulated NVM, io_method=sync (read() by the backend)",
+        {"io_method": "sync"},
+    ),
+    Config(
+        "nvm_base_worker",
+        "base",
+        "nvm",
+        "stock PostgreSQL on emulated NVM, "
+        "io_method=worker (PG 18 default; the normalisation baseline, pmfs_base95)",
+        {"io_method": "worker"},
+    ),
+    Config(
+        "nvm_base_io_uring",
+        "base",
+        "nvm",
+        "stock PostgreSQL on emulated NVM, io_method=io_uring",
+        {"io_method": "io_uring"},
+    ),
+    Config(
+        "nvm_se1",
+        "se1",
+        "nvm",
+        "SE1: segments mmap'd, a buffer miss is one memcpy from the mapping",
+        {"io_method": "worker"},
+    ),
+    Config(
+        "nvm_se2",
+        "se2",
+        "nvm",
+        "SE2: zero-copy, buffers point into the mapping",
+        {"io_method": "worker"},
+    ),
+    Config(
+        "mem_limit",
+        "base",
+        "nvm",
+        "in-memory ceiling: shared_buffers holds the whole "
+        "database, prewarmed with pg_prewarm after each restart",
+        {"io_method": "worker"},
+        shared_buffers=SB_WHOLE_DB,
+        prewarm=True,
+    ),
 )
 
 BY_NAME: dict[str, Config] = {c.name: c for c in CONFIGS}
@@ -80,8 +117,10 @@ def resolve(names: list[str] | None) -> list[Config]:
         return [c for c in CONFIGS if c.default]
     bad = [n for n in names if n not in BY_NAME]
     if bad:
-        raise ValueError(f"unknown configuration(s) {', '.join(bad)} "
-                         f"(known: {', '.join(BY_NAME)}; see --list-configs)")
+        raise ValueError(
+            f"unknown configuration(s) {', '.join(bad)} "
+            f"(known: {', '.join(BY_NAME)}; see --list-configs)"
+        )
     wanted = set(names)
     return [c for c in CONFIGS if c.name in wanted]
 
@@ -114,8 +153,7 @@ def common_settings(common: Common) -> dict[str, str]:
     }
 
 
-def server_settings(cfg: Config, common: Common, whole_db_sb: str | None = None
-                    ) -> dict[str, str]:
+def server_settings(cfg: Config, common: Common, whole_db_sb: str | None = None) -> dict[str, str]:
     """Every setting pgnvm writes for ``cfg`` (besides port/socket/engine)."""
     s = common_settings(common)
     if cfg.shared_buffers == SB_WHOLE_DB:
@@ -158,8 +196,13 @@ def probe(bindir: Path, engine: str, settings: dict[str, str]) -> tuple[bool, st
     try:
         (tmp / "postgresql.conf").write_text("")
         osuser.chown_to_server(tmp, recursive=True)
-        r = osuser.run_pg([str(bindir / "postgres"), "-D", str(tmp), "-C", "shared_buffers",
-                           *args], capture_output=True, text=True, check=False, timeout=60)
+        r = osuser.run_pg(
+            [str(bindir / "postgres"), "-D", str(tmp), "-C", "shared_buffers", *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
         res = (r.returncode == 0, "ok" if r.returncode == 0 else _error_message(r.stderr))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

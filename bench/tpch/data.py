@@ -24,7 +24,14 @@ from typing import Any
 from bench import osuser, paths, ui
 
 TABLES: tuple[str, ...] = (
-    "region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem",
+    "region",
+    "nation",
+    "supplier",
+    "customer",
+    "part",
+    "partsupp",
+    "orders",
+    "lineitem",
 )
 MANIFEST = "manifest.json"
 MANIFEST_VERSION = 1
@@ -52,8 +59,10 @@ def tpchgen_binary() -> str:
     found = shutil.which("tpchgen-cli")
     if found:
         return found
-    raise RuntimeError("tpchgen-cli not found: it is pinned in requirements.txt, run ./pgnvm "
-                       "(which installs the venv) or pip install tpchgen-cli")
+    raise RuntimeError(
+        "tpchgen-cli not found: it is pinned in requirements.txt, run ./pgnvm "
+        "(which installs the venv) or pip install tpchgen-cli"
+    )
 
 
 def tpchgen_version(binary: str) -> str:
@@ -150,9 +159,21 @@ def ensure_data(sf: float) -> tuple[Path, Manifest]:
     ui.step(f"generating TPC-H data, scale factor {fmt_sf(sf)} ({version}) into {d}")
     try:
         r = subprocess.run(
-            [binary, "csv", "-s", fmt_sf(sf), "-o", str(tmp), "-q", "--no-progress",
-             "-n", str(max(1, os.cpu_count() or 1))],
-            capture_output=True, text=True, check=False,
+            [
+                binary,
+                "csv",
+                "-s",
+                fmt_sf(sf),
+                "-o",
+                str(tmp),
+                "-q",
+                "--no-progress",
+                "-n",
+                str(max(1, os.cpu_count() or 1)),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if r.returncode != 0:
             raise RuntimeError(f"tpchgen-cli failed (exit {r.returncode}): {r.stderr.strip()}")

@@ -67,7 +67,7 @@ def parse_stat(text: str) -> tuple[str, list[str]]:
     """(comm, fields from field 3 'state' on) of a /proc/<pid>/stat line."""
     lpar = text.index("(")
     rpar = text.rindex(")")
-    return text[lpar + 1:rpar], text[rpar + 2:].split()
+    return text[lpar + 1 : rpar], text[rpar + 2 :].split()
 
 
 def proc_sample(pid: int) -> ProcSample | None:
@@ -89,10 +89,16 @@ def proc_sample(pid: int) -> ProcSample | None:
             elif line.startswith("nonvoluntary_ctxt_switches:"):
                 nvcsw = int(line.split()[1])
     return ProcSample(
-        utime=int(f[11]) / CLK_TCK, stime=int(f[12]) / CLK_TCK,
-        minflt=int(f[7]), majflt=int(f[9]),
-        cutime=int(f[13]) / CLK_TCK, cstime=int(f[14]) / CLK_TCK,
-        starttime=int(f[19]), runtime_ns=runtime, vcsw=vcsw, nvcsw=nvcsw,
+        utime=int(f[11]) / CLK_TCK,
+        stime=int(f[12]) / CLK_TCK,
+        minflt=int(f[7]),
+        majflt=int(f[9]),
+        cutime=int(f[13]) / CLK_TCK,
+        cstime=int(f[14]) / CLK_TCK,
+        starttime=int(f[19]),
+        runtime_ns=runtime,
+        vcsw=vcsw,
+        nvcsw=nvcsw,
     )
 
 
@@ -151,8 +157,9 @@ class ClusterSample:
     procs: dict[int, tuple[str, ProcSample]]  # pid -> (group, sample)
 
 
-def cluster_sample(postmaster_pid: int, exclude: set[int],
-                   backend_types: dict[int, str]) -> ClusterSample:
+def cluster_sample(
+    postmaster_pid: int, exclude: set[int], backend_types: dict[int, str]
+) -> ClusterSample:
     procs: dict[int, tuple[str, ProcSample]] = {}
     for pid in children_of(postmaster_pid):
         if pid in exclude:
@@ -245,14 +252,16 @@ def _syscall_nr() -> int | None:
     return _SYSCALL_NR.get(platform.machine())
 
 
-def perf_event_open(ptype: int, config: int, pid: int, exclude_user: bool = False,
-                    exclude_kernel: bool = False) -> int:
+def perf_event_open(
+    ptype: int, config: int, pid: int, exclude_user: bool = False, exclude_kernel: bool = False
+) -> int:
     """Open a disabled counter on ``pid`` (any CPU); returns the fd or raises OSError."""
     global _libc
     nr = _syscall_nr()
     if nr is None:
-        raise OSError(errno.ENOSYS, f"perf_event_open: unknown syscall number on "
-                      f"{platform.machine()}")
+        raise OSError(
+            errno.ENOSYS, f"perf_event_open: unknown syscall number on {platform.machine()}"
+        )
     if _libc is None:
         _libc = ctypes.CDLL(None, use_errno=True)
         _libc.syscall.restype = ctypes.c_long
@@ -266,8 +275,14 @@ def perf_event_open(ptype: int, config: int, pid: int, exclude_user: bool = Fals
     # sample_period, sample_type, read_format, flag bits, wakeup_events, bp_type, config1
     attr = struct.pack("<IIQQQQQIIQ", ptype, 64, config, 0, 0, read_format, flags, 0, 0, 0)
     buf = ctypes.create_string_buffer(attr, 64)
-    fd = _libc.syscall(ctypes.c_long(nr), buf, ctypes.c_int(pid), ctypes.c_int(-1),
-                       ctypes.c_int(-1), ctypes.c_ulong(PERF_FLAG_FD_CLOEXEC))
+    fd = _libc.syscall(
+        ctypes.c_long(nr),
+        buf,
+        ctypes.c_int(pid),
+        ctypes.c_int(-1),
+        ctypes.c_int(-1),
+        ctypes.c_ulong(PERF_FLAG_FD_CLOEXEC),
+    )
     if fd < 0:
         e = ctypes.get_errno()
         raise OSError(e, os.strerror(e))
@@ -300,10 +315,12 @@ def hardware_unavailable_reason() -> str | None:
             os.close(fd)
             _hw_probe = None
         except OSError as e:
-            _hw_probe = (f"perf_event_open(cycles) failed: {e.strerror or e} "
-                         f"(errno {e.errno}); no hardware performance counters on this "
-                         "machine (e.g. a VM without a virtual PMU) or not permitted "
-                         f"(kernel.perf_event_paranoid={_paranoid()})")
+            _hw_probe = (
+                f"perf_event_open(cycles) failed: {e.strerror or e} "
+                f"(errno {e.errno}); no hardware performance counters on this "
+                "machine (e.g. a VM without a virtual PMU) or not permitted "
+                f"(kernel.perf_event_paranoid={_paranoid()})"
+            )
     return _hw_probe if isinstance(_hw_probe, str) else None
 
 
@@ -328,8 +345,7 @@ class PerfCounters:
                 if hw_reason is not None:
                     self.errors[key] = hw_reason
                     continue
-                self._open(key, t, c, exclude_user=mode == "kernel",
-                           exclude_kernel=mode == "user")
+                self._open(key, t, c, exclude_user=mode == "kernel", exclude_kernel=mode == "user")
         for name, (t, c) in SW_EVENTS.items():
             self._open(name, t, c)
 
@@ -364,8 +380,7 @@ class PerfCounters:
             values.setdefault(key, None)
         hw_reason = hardware_unavailable_reason()
         unavailable = {k: v for k, v in self.errors.items() if v != hw_reason}
-        out: dict[str, Any] = {"counters": values, "unavailable": unavailable,
-                               "multiplexed": mux}
+        out: dict[str, Any] = {"counters": values, "unavailable": unavailable, "multiplexed": mux}
         if hw_reason is not None:
             out["hardware"] = f"not available: {hw_reason}"
         return out
@@ -392,13 +407,17 @@ def stat_io_snapshot(conn: psycopg.Connection) -> dict[IoKey, dict[str, float]]:
         key = (str(rec.pop("backend_type")), str(rec.pop("object")), str(rec.pop("context")))
         rec.pop("stats_reset", None)
         # counts are bigint, *_bytes numeric (Decimal), *_time double precision
-        out[key] = {k: float(v) for k, v in rec.items()
-                    if isinstance(v, int | float | Decimal) and not isinstance(v, bool)}
+        out[key] = {
+            k: float(v)
+            for k, v in rec.items()
+            if isinstance(v, int | float | Decimal) and not isinstance(v, bool)
+        }
     return out
 
 
-def stat_io_delta(before: dict[IoKey, dict[str, float]], after: dict[IoKey, dict[str, float]]
-                  ) -> list[dict[str, Any]]:
+def stat_io_delta(
+    before: dict[IoKey, dict[str, float]], after: dict[IoKey, dict[str, float]]
+) -> list[dict[str, Any]]:
     """Rows of pg_stat_io that changed: {backend_type, object, context, column: delta}."""
     rows = []
     for key, vals in sorted(after.items()):

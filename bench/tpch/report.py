@@ -56,16 +56,33 @@ def _num(x: float | None) -> str:
     return f"{x:.0f}"
 
 
+def _counter(name: str) -> Callable[[dict[str, Any]], float | None]:
+    """The value of perf counter ``name`` in a run record (None if not counted)."""
+
+    def get(r: dict[str, Any]) -> float | None:
+        v = ((r.get("perf") or {}).get("counters") or {}).get(name)
+        return float(v) if v is not None else None
+
+    return get
+
+
 def _legend_below(ax: Any, n: int) -> None:
-    ax.legend(fontsize=7, ncol=min(7, n), loc="upper center", bbox_to_anchor=(0.5, -0.07),
-              frameon=False)
+    ax.legend(
+        fontsize=7, ncol=min(7, n), loc="upper center", bbox_to_anchor=(0.5, -0.07), frameon=False
+    )
 
 
 class Report:
-    def __init__(self, out: Path, plan: dict[str, Any], env: dict[str, Any],
-                 records: list[dict[str, Any]], mismatches: list[dict[str, Any]],
-                 plans: dict[tuple[int, str], str] | None = None,
-                 interrupted: bool = False) -> None:
+    def __init__(
+        self,
+        out: Path,
+        plan: dict[str, Any],
+        env: dict[str, Any],
+        records: list[dict[str, Any]],
+        mismatches: list[dict[str, Any]],
+        plans: dict[tuple[int, str], str] | None = None,
+        interrupted: bool = False,
+    ) -> None:
         self.out = out
         self.plan = plan
         self.env = env
@@ -77,8 +94,11 @@ class Report:
         self.configs = [c["name"] for c in plan["configs"] if c["name"] in ran]
         self.queries = [q for q in plan["queries"] if any(r["query"] == q for r in records)]
         self.table = stats.cells(records)
-        self.baseline = cfgs.BASELINE if cfgs.BASELINE in self.configs else (
-            self.configs[0] if self.configs else None)
+        self.baseline = (
+            cfgs.BASELINE
+            if cfgs.BASELINE in self.configs
+            else (self.configs[0] if self.configs else None)
+        )
         self.refs = [c for c in (cfgs.CEILING, cfgs.DISK) if c in self.configs]
         self.common = stats.common_queries(self.table, self.configs, self.queries)
         self.summary = stats.summarize(self.table, self.configs, self.queries, self.refs)
@@ -87,11 +107,13 @@ class Report:
     # ---- per-cell helpers over the raw records
 
     def _ok_runs(self, c: str, q: int) -> list[dict[str, Any]]:
-        return [r for r in self.records
-                if r["config"] == c and r["query"] == q and r["status"] == "ok"]
+        return [
+            r for r in self.records if r["config"] == c and r["query"] == q and r["status"] == "ok"
+        ]
 
-    def median_of(self, c: str, q: int, fn: Callable[[dict[str, Any]], float | None]
-                  ) -> float | None:
+    def median_of(
+        self, c: str, q: int, fn: Callable[[dict[str, Any]], float | None]
+    ) -> float | None:
         vals = [v for v in (fn(r) for r in self._ok_runs(c, q)) if v is not None]
         return statistics.median(vals) if vals else None
 
@@ -127,8 +149,9 @@ class Report:
         colors = self._colors()
         bars = [c for c in self.configs if c != cfgs.CEILING]
         labels = [qname(q).upper() for q in self.queries] + ["GM"]
-        fig, ax = plt.subplots(figsize=(max(8.0, 0.55 * len(labels) * max(1, len(bars)) / 2.5),
-                                        4.6))
+        fig, ax = plt.subplots(
+            figsize=(max(8.0, 0.55 * len(labels) * max(1, len(bars)) / 2.5), 4.6)
+        )
         width = 0.8 / max(1, len(bars))
         base_gm = self.summary[self.baseline].geomean
         for i, c in enumerate(bars):
@@ -136,34 +159,55 @@ class Report:
             gm = self.summary[c].geomean
             ys.append(gm / base_gm if gm and base_gm else None)
             xs = [j - 0.4 + width * (i + 0.5) for j in range(len(labels))]
-            ax.bar([x for x, y in zip(xs, ys, strict=True) if y is not None],
-                   [y for y in ys if y is not None], width, label=c, color=colors[c])
+            ax.bar(
+                [x for x, y in zip(xs, ys, strict=True) if y is not None],
+                [y for y in ys if y is not None],
+                width,
+                label=c,
+                color=colors[c],
+            )
         if cfgs.CEILING in self.configs:
-            ys = [stats.normalized(self.table, cfgs.CEILING, self.baseline, q)
-                  for q in self.queries]
+            ys = [
+                stats.normalized(self.table, cfgs.CEILING, self.baseline, q) for q in self.queries
+            ]
             gm = self.summary[cfgs.CEILING].geomean
             ys.append(gm / base_gm if gm and base_gm else None)
             for j, y in enumerate(ys):
                 if y is not None:
-                    ax.hlines(y, j - 0.42, j + 0.42, colors="black", linewidth=2,
-                              label=cfgs.CEILING if j == 0 else None)
+                    ax.hlines(
+                        y,
+                        j - 0.42,
+                        j + 0.42,
+                        colors="black",
+                        linewidth=2,
+                        label=cfgs.CEILING if j == 0 else None,
+                    )
         ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
         ax.set_xticks(range(len(labels)), labels, rotation=0, fontsize=8)
         ax.set_ylabel(f"wall-clock / {self.baseline}")
-        ax.set_title(f"TPC-H SF {self.plan['sf']:g}: median wall-clock normalised to "
-                     f"{self.baseline} (black: {cfgs.CEILING} ceiling)")
+        ax.set_title(
+            f"TPC-H SF {self.plan['sf']:g}: median wall-clock normalised to "
+            f"{self.baseline} (black: {cfgs.CEILING} ceiling)"
+        )
         _legend_below(ax, len(bars) + 1)
         self._save(fig, "wallclock_normalized.png", "Wall-clock normalised (Fig. 7/12)")
 
-    def _grouped(self, name: str, title: str, ylabel: str,
-                 value: Callable[[str, int], float | None], logy: bool = False,
-                 scale: float = 1.0) -> None:
+    def _grouped(
+        self,
+        name: str,
+        title: str,
+        ylabel: str,
+        value: Callable[[str, int], float | None],
+        logy: bool = False,
+        scale: float = 1.0,
+    ) -> None:
         if not self.queries:
             return
         plt = self._plt()
         colors = self._colors()
-        fig, ax = plt.subplots(figsize=(max(8.0, 0.5 * len(self.queries) * len(self.configs)
-                                            / 2.5), 4.2))
+        fig, ax = plt.subplots(
+            figsize=(max(8.0, 0.5 * len(self.queries) * len(self.configs) / 2.5), 4.2)
+        )
         width = 0.8 / max(1, len(self.configs))
         for i, c in enumerate(self.configs):
             xs, ys = [], []
@@ -173,8 +217,9 @@ class Report:
                     xs.append(j - 0.4 + width * (i + 0.5))
                     ys.append(v * scale)
             ax.bar(xs, ys, width, label=c, color=colors[c])
-        ax.set_xticks(range(len(self.queries)), [qname(q).upper() for q in self.queries],
-                      fontsize=8)
+        ax.set_xticks(
+            range(len(self.queries)), [qname(q).upper() for q in self.queries], fontsize=8
+        )
         if logy:
             ax.set_yscale("log")
             ax.set_ylim(bottom=1)
@@ -184,18 +229,34 @@ class Report:
         self._save(fig, name, title)
 
     def chart_kernel_share(self) -> None:
-        self._grouped("kernel_share.png", "Kernel-time share of the backend (Fig. 6/11)",
-                      "system / (user + system) CPU [%]",
-                      lambda c, q: self.table[(c, q)].kernel_share
-                      if (c, q) in self.table else None, scale=100.0)
+        self._grouped(
+            "kernel_share.png",
+            "Kernel-time share of the backend (Fig. 6/11)",
+            "system / (user + system) CPU [%]",
+            lambda c, q: self.table[(c, q)].kernel_share if (c, q) in self.table else None,
+            scale=100.0,
+        )
 
     def chart_page_faults(self) -> None:
-        self._grouped("page_faults.png", "Backend page faults per query (minor + major)",
-                      "page faults (median)",
-                      lambda c, q: self.median_of(
-                          c, q, lambda r: max(1, (r.get("backend") or {}).get("minflt", 0)
-                                              + (r.get("backend") or {}).get("majflt", 0))
-                          if r.get("backend") else None), logy=True)
+        self._grouped(
+            "page_faults.png",
+            "Backend page faults per query (minor + major)",
+            "page faults (median)",
+            lambda c, q: self.median_of(
+                c,
+                q,
+                lambda r: (
+                    max(
+                        1,
+                        (r.get("backend") or {}).get("minflt", 0)
+                        + (r.get("backend") or {}).get("majflt", 0),
+                    )
+                    if r.get("backend")
+                    else None
+                ),
+            ),
+            logy=True,
+        )
 
     def chart_totals(self) -> None:
         if not self.configs or not self.common:
@@ -209,8 +270,7 @@ class Report:
             s = self.summary[c]
             notes = [f"GM {s.geomean:.3f}s" if s.geomean else ""]
             notes += [f"{_ratio(s.total_ratios.get(r))} {r}" for r in self.refs]
-            ax.text(totals[i], i, "  " + ", ".join(n for n in notes if n), va="center",
-                    fontsize=7)
+            ax.text(totals[i], i, "  " + ", ".join(n for n in notes if n), va="center", fontsize=7)
         ax.invert_yaxis()
         ax.set_xlabel(f"sum of median wall-clock over {len(self.common)} queries [s]")
         ax.set_title("Totals per configuration")
@@ -231,8 +291,10 @@ class Report:
                     g = gs.get(name, {})
                     return g.get("utime_s", 0.0) + g.get("stime_s", 0.0)
                 iow = gs.get("io worker", {})
-                return (measure.others_cpu_total(o)
-                        - iow.get("utime_s", 0.0) - iow.get("stime_s", 0.0))
+                return (
+                    measure.others_cpu_total(o) - iow.get("utime_s", 0.0) - iow.get("stime_s", 0.0)
+                )
+
             return fn
 
         return {
@@ -270,16 +332,17 @@ class Report:
         if not self.hw_available() or not self.common:
             return
         plt = self._plt()
-        names = ["cycles", "instructions", "stalled_cycles_backend", "llc_read_misses",
-                 "l1d_read_misses"]
+        names = [
+            "cycles",
+            "instructions",
+            "stalled_cycles_backend",
+            "llc_read_misses",
+            "l1d_read_misses",
+        ]
         fig, axes = plt.subplots(1, len(names), figsize=(3.2 * len(names), 3.6))
         for ax, n in zip(axes, names, strict=True):
-            u = [self.sum_common(c, lambda r, n=n: ((r.get("perf") or {}).get("counters")
-                                                     or {}).get(f"{n}_user")) or 0.0
-                 for c in self.configs]
-            k = [self.sum_common(c, lambda r, n=n: ((r.get("perf") or {}).get("counters")
-                                                     or {}).get(f"{n}_kernel")) or 0.0
-                 for c in self.configs]
+            u = [self.sum_common(c, _counter(f"{n}_user")) or 0.0 for c in self.configs]
+            k = [self.sum_common(c, _counter(f"{n}_kernel")) or 0.0 for c in self.configs]
             ax.barh(self.configs, u, label="user")
             ax.barh(self.configs, k, left=u, label="kernel")
             ax.set_title(n, fontsize=8)
@@ -290,8 +353,14 @@ class Report:
         self._save(fig, "hw_counters.png", "Hardware counters")
 
     def make_charts(self) -> None:
-        for fn in (self.chart_normalized, self.chart_kernel_share, self.chart_totals,
-                   self.chart_page_faults, self.chart_cpu, self.chart_hw):
+        for fn in (
+            self.chart_normalized,
+            self.chart_kernel_share,
+            self.chart_totals,
+            self.chart_page_faults,
+            self.chart_cpu,
+            self.chart_hw,
+        ):
             fn()
 
     # ---- document
@@ -299,27 +368,56 @@ class Report:
     def correctness_blocks(self) -> list[Block]:
         if not self.mismatches:
             n = len({(r["config"], r["query"]) for r in self.records if r["status"] == "ok"})
-            return [("p", f"**Correctness: OK.** Every answer ({n} configuration × query pairs) "
-                     "equals the first answer of the same query (numbers within a relative "
-                     "1e-9; rows with equal ORDER BY keys in any order).")]
-        rows = [[qname(m["query"]).upper(), m["config"], str(m["rep"]), m["reference"],
-                 m["diff"]] for m in self.mismatches]
-        return [("p", f"**CORRECTNESS FAILED: {len(self.mismatches)} wrong answer(s).** "
-                 "The answers are in answers/ (the wrong ones as *.WRONG.json)."),
-                ("table", ["query", "config", "run", "differs from", "difference"], rows)]
+            return [
+                (
+                    "p",
+                    f"**Correctness: OK.** Every answer ({n} configuration × query pairs) "
+                    "equals the first answer of the same query (numbers within a relative "
+                    "1e-9; rows with equal ORDER BY keys in any order).",
+                )
+            ]
+        rows = [
+            [qname(m["query"]).upper(), m["config"], str(m["rep"]), m["reference"], m["diff"]]
+            for m in self.mismatches
+        ]
+        return [
+            (
+                "p",
+                f"**CORRECTNESS FAILED: {len(self.mismatches)} wrong answer(s).** "
+                "The answers are in answers/ (the wrong ones as *.WRONG.json).",
+            ),
+            ("table", ["query", "config", "run", "differs from", "difference"], rows),
+        ]
 
     def summary_blocks(self) -> list[Block]:
-        hdr = ["configuration", "engine", "storage", f"total [s] ({len(self.common)} q)",
-               "geomean [s]", *[f"GM ×{r}" for r in self.refs],
-               *[f"total ×{r}" for r in self.refs], "queries ok", "failed"]
+        hdr = [
+            "configuration",
+            "engine",
+            "storage",
+            f"total [s] ({len(self.common)} q)",
+            "geomean [s]",
+            *[f"GM ×{r}" for r in self.refs],
+            *[f"total ×{r}" for r in self.refs],
+            "queries ok",
+            "failed",
+        ]
         by = {c["name"]: c for c in self.plan["configs"]}
         rows = []
         for c in self.configs:
             s = self.summary[c]
-            rows.append([c, by[c]["engine"], by[c]["storage"], _fmt(s.total, 2),
-                         _fmt(s.geomean, 3), *[_ratio(s.ratios.get(r)) for r in self.refs],
-                         *[_ratio(s.total_ratios.get(r)) for r in self.refs], str(s.n_ok),
-                         str(s.n_failed)])
+            rows.append(
+                [
+                    c,
+                    by[c]["engine"],
+                    by[c]["storage"],
+                    _fmt(s.total, 2),
+                    _fmt(s.geomean, 3),
+                    *[_ratio(s.ratios.get(r)) for r in self.refs],
+                    *[_ratio(s.total_ratios.get(r)) for r in self.refs],
+                    str(s.n_ok),
+                    str(s.n_failed),
+                ]
+            )
         return [("table", hdr, rows)]
 
     def per_query_blocks(self) -> list[Block]:
@@ -345,32 +443,59 @@ class Report:
         if not self.baseline:
             return []
         hdr = ["query", *self.configs]
-        rows = [[qname(q).upper(), *[_fmt(stats.normalized(self.table, c, self.baseline, q), 3)
-                                     for c in self.configs]] for q in self.queries]
+        rows = [
+            [
+                qname(q).upper(),
+                *[_fmt(stats.normalized(self.table, c, self.baseline, q), 3) for c in self.configs],
+            ]
+            for q in self.queries
+        ]
         return [("table", hdr, rows)]
 
     def simple_table(self, fn: Callable[[str, int], str]) -> Block:
-        return ("table", ["query", *self.configs],
-                [[qname(q).upper(), *[fn(c, q) for c in self.configs]] for q in self.queries])
+        return (
+            "table",
+            ["query", *self.configs],
+            [[qname(q).upper(), *[fn(c, q) for c in self.configs]] for q in self.queries],
+        )
 
     def io_blocks(self) -> list[Block]:
         def io(bt: str, col: str) -> Callable[[dict[str, Any]], float | None]:
-            return lambda r: (measure.stat_io_sum(r["pg_stat_io"], bt, col)
-                              if r.get("pg_stat_io") is not None else None)
+            return lambda r: (
+                measure.stat_io_sum(r["pg_stat_io"], bt, col)
+                if r.get("pg_stat_io") is not None
+                else None
+            )
 
-        hdr = ["configuration", "client reads", "client read bytes", "client hits",
-               "io worker reads", "client evictions"]
-        rows = [[c, _num(self.sum_common(c, io("client backend", "reads"))),
-                 _num(self.sum_common(c, io("client backend", "read_bytes"))),
-                 _num(self.sum_common(c, io("client backend", "hits"))),
-                 _num(self.sum_common(c, io("io worker", "reads"))),
-                 _num(self.sum_common(c, io("client backend", "evictions")))]
-                for c in self.configs]
+        hdr = [
+            "configuration",
+            "client reads",
+            "client read bytes",
+            "client hits",
+            "io worker reads",
+            "client evictions",
+        ]
+        rows = [
+            [
+                c,
+                _num(self.sum_common(c, io("client backend", "reads"))),
+                _num(self.sum_common(c, io("client backend", "read_bytes"))),
+                _num(self.sum_common(c, io("client backend", "hits"))),
+                _num(self.sum_common(c, io("io worker", "reads"))),
+                _num(self.sum_common(c, io("client backend", "evictions"))),
+            ]
+            for c in self.configs
+        ]
         return [("table", hdr, rows)]
 
     def cpu_blocks(self) -> list[Block]:
-        hdr = ["configuration", "backend user [s]", "backend system [s]", "io workers [s]",
-               "other server processes [s]"]
+        hdr = [
+            "configuration",
+            "backend user [s]",
+            "backend system [s]",
+            "io workers [s]",
+            "other server processes [s]",
+        ]
         rows = []
         for c in self.configs:
             p = self.cpu_parts(c)
@@ -379,17 +504,29 @@ class Report:
 
     def hw_blocks(self) -> list[Block]:
         if not self.hw_available():
-            return [("p", f"Hardware counters: **not available** — "
-                     f"{self.env.get('hardware_counters', 'unknown')}. Software counters "
-                     "(task-clock, page faults, context switches) are in runs.jsonl.")]
-        names = [n for n in measure.counter_names() if not n.startswith(("task", "page",
-                                                                          "context", "cpu_m"))]
+            return [
+                (
+                    "p",
+                    f"Hardware counters: **not available** — "
+                    f"{self.env.get('hardware_counters', 'unknown')}. Software counters "
+                    "(task-clock, page faults, context switches) are in runs.jsonl.",
+                )
+            ]
+        names = [
+            n
+            for n in measure.counter_names()
+            if not n.startswith(("task", "page", "context", "cpu_m"))
+        ]
         hdr = ["configuration", *names]
-        rows = [[c, *[_num(self.sum_common(c, lambda r, n=n: ((r.get("perf") or {}).get(
-            "counters") or {}).get(n))) for n in names]] for c in self.configs]
-        return [("p", "Hardware counters of the backend (sum over the common queries of the "
-                 "per-query medians; user and kernel counted apart; scaled when multiplexed)."),
-                ("table", hdr, rows)]
+        rows = [[c, *[_num(self.sum_common(c, _counter(n))) for n in names]] for c in self.configs]
+        return [
+            (
+                "p",
+                "Hardware counters of the backend (sum over the common queries of the "
+                "per-query medians; user and kernel counted apart; scaled when multiplexed).",
+            ),
+            ("table", hdr, rows),
+        ]
 
     def plan_blocks(self) -> list[Block]:
         diffs = []
@@ -399,16 +536,25 @@ class Report:
                 groups: dict[str, list[str]] = {}
                 for c, t in texts.items():
                     groups.setdefault(t, []).append(c)
-                diffs.append([qname(q).upper(), " | ".join(", ".join(g)
-                                                          for g in groups.values())])
+                diffs.append([qname(q).upper(), " | ".join(", ".join(g) for g in groups.values())])
         if not self.plans:
             return []
         if not diffs:
-            return [("p", "Plans (EXPLAIN, costs off; in plans/): identical in every "
-                     "configuration for every query.")]
-        return [("p", "Plans (EXPLAIN, costs off; in plans/) differ between configurations "
-                 "for these queries (groups of configurations with the same plan):"),
-                ("table", ["query", "plan groups"], diffs)]
+            return [
+                (
+                    "p",
+                    "Plans (EXPLAIN, costs off; in plans/): identical in every "
+                    "configuration for every query.",
+                )
+            ]
+        return [
+            (
+                "p",
+                "Plans (EXPLAIN, costs off; in plans/) differ between configurations "
+                "for these queries (groups of configurations with the same plan):",
+            ),
+            ("table", ["query", "plan groups"], diffs),
+        ]
 
     def config_blocks(self) -> list[Block]:
         rows = []
@@ -416,32 +562,76 @@ class Report:
             own = dict(c["server_settings"].items())
             extra = ", ".join(f"{k}={v}" for k, v in sorted(c["settings"].items()))
             sb = own.get("shared_buffers", "")
-            rows.append([c["name"], c["engine"], c["storage"], sb, extra or "–",
-                         "yes" if c["prewarm"] else "–",
-                         "yes" if c["drop_caches"] else "–", c["doc"]])
+            rows.append(
+                [
+                    c["name"],
+                    c["engine"],
+                    c["storage"],
+                    sb,
+                    extra or "–",
+                    "yes" if c["prewarm"] else "–",
+                    "yes" if c["drop_caches"] else "–",
+                    c["doc"],
+                ]
+            )
         for name, why in self.plan.get("unavailable", {}).items():
             rows.append([name, "", "", "", "", "", "", f"NOT AVAILABLE: {why}"])
-        common = cfgs.common_settings(cfgs.Common(self.plan["shared_buffers"],
-                                                  self.plan["work_mem"],
-                                                  self.plan["parallel_workers"]))
+        common = cfgs.common_settings(
+            cfgs.Common(
+                self.plan["shared_buffers"], self.plan["work_mem"], self.plan["parallel_workers"]
+            )
+        )
         return [
-            ("table", ["configuration", "engine", "storage", "shared_buffers", "own settings",
-                       "prewarm", "drop OS cache", "what"], rows),
-            ("p", "Settings common to all configurations: "
-             + ", ".join(f"`{k}={v}`" for k, v in common.items())
-             + f"; `statement_timeout={self.plan['timeout_s']:g}s`; data checksums on "
-             "(initdb --data-checksums); everything else PostgreSQL 18's default. "
-             "The server's non-default settings as it reported them are in env.json "
-             "(server_settings)."),
+            (
+                "table",
+                [
+                    "configuration",
+                    "engine",
+                    "storage",
+                    "shared_buffers",
+                    "own settings",
+                    "prewarm",
+                    "drop OS cache",
+                    "what",
+                ],
+                rows,
+            ),
+            (
+                "p",
+                "Settings common to all configurations: "
+                + ", ".join(f"`{k}={v}`" for k, v in common.items())
+                + f"; `statement_timeout={self.plan['timeout_s']:g}s`; data checksums on "
+                "(initdb --data-checksums); everything else PostgreSQL 18's default. "
+                "The server's non-default settings as it reported them are in env.json "
+                "(server_settings).",
+            ),
         ]
 
     def env_blocks(self) -> list[Block]:
         e = self.env
-        keys = ["server_version", "cpu_model", "cpus", "memory", "kernel", "thp_enabled",
-                "git_commit", "git_dirty", "tpchgen", "data_digest", "db_bytes", "datadirs",
-                "filesystems", "load", "hardware_counters", "python"]
-        rows = [[k, json.dumps(e[k]) if isinstance(e.get(k), dict | list) else str(e.get(k))]
-                for k in keys if k in e]
+        keys = [
+            "server_version",
+            "cpu_model",
+            "cpus",
+            "memory",
+            "kernel",
+            "thp_enabled",
+            "git_commit",
+            "git_dirty",
+            "tpchgen",
+            "data_digest",
+            "db_bytes",
+            "datadirs",
+            "filesystems",
+            "load",
+            "hardware_counters",
+            "python",
+        ]
+        rows = [
+            [k, json.dumps(e[k]) if isinstance(e.get(k), dict | list) else str(e.get(k))]
+            for k in keys
+            if k in e
+        ]
         return [("table", ["", ""], rows)]
 
     def load_blocks(self) -> list[Block]:
@@ -449,11 +639,15 @@ class Report:
         if not loads:
             return []
         med, mx = statistics.median(loads), max(loads)
-        text = (f"Machine load (1-minute load average before each run): median {med:.2f}, "
-                f"max {mx:.2f}, on {self.env.get('cpus', '?')} CPUs.")
+        text = (
+            f"Machine load (1-minute load average before each run): median {med:.2f}, "
+            f"max {mx:.2f}, on {self.env.get('cpus', '?')} CPUs."
+        )
         if med > 1.0:
-            text = ("**Warning: the machine was busy with other work during the runs**; "
-                    "timings are disturbed. " + text)
+            text = (
+                "**Warning: the machine was busy with other work during the runs**; "
+                "timings are disturbed. " + text
+            )
         return [("p", text)]
 
     def protocol_text(self) -> str:
@@ -474,23 +668,34 @@ class Report:
             "its pending statistics at the end of the previous statement; client-backend rows "
             "are exact, other processes' rows are as of their own last flush. Medians over "
             "the ok runs, with min and max; totals and geometric means over the queries every "
-            "configuration finished.")
+            "configuration finished."
+        )
 
     def blocks(self) -> list[Block]:
         sf = self.plan["sf"]
         b: list[Block] = [("h1", f"TPC-H SF {sf:g} on pgnvm")]
-        b.append(("p", f"Started {self.plan['started_at']}, finished "
-                  f"{self.env.get('finished_at', '?')}; {len(self.records)} runs; "
-                  f"{self.env.get('server_version', '')}."))
+        b.append(
+            (
+                "p",
+                f"Started {self.plan['started_at']}, finished "
+                f"{self.env.get('finished_at', '?')}; {len(self.records)} runs; "
+                f"{self.env.get('server_version', '')}.",
+            )
+        )
         if self.interrupted:
             b.append(("p", "**INTERRUPTED**: this report covers the finished runs only."))
         b += self.load_blocks()
         b += self.correctness_blocks()
         b.append(("h2", "Summary"))
         b += self.summary_blocks()
-        b.append(("p", f"Totals and geometric means are over the {len(self.common)} queries "
-                  "every configuration finished; ×X = ratio to configuration X (below 1: "
-                  "faster)."))
+        b.append(
+            (
+                "p",
+                f"Totals and geometric means are over the {len(self.common)} queries "
+                "every configuration finished; ×X = ratio to configuration X (below 1: "
+                "faster).",
+            )
+        )
         for name, title in self.charts:
             if name == "totals.png":
                 b.append(("img", name, title))
@@ -506,15 +711,16 @@ class Report:
         for name, title in self.charts:
             if name == "kernel_share.png":
                 b.append(("img", name, title))
-        b.append(self.simple_table(lambda c, q: _pct(self.table[(c, q)].kernel_share)
-                                   if (c, q) in self.table else "–"))
+        b.append(
+            self.simple_table(
+                lambda c, q: _pct(self.table[(c, q)].kernel_share) if (c, q) in self.table else "–"
+            )
+        )
         b.append(("h2", "Page faults of the backend (median minor / major)"))
         for name, title in self.charts:
             if name == "page_faults.png":
                 b.append(("img", name, title))
-        b.append(self.simple_table(lambda c, q: (
-            f"{_num(self.median_of(c, q, lambda r: (r.get('backend') or {}).get('minflt')))} / "
-            f"{_num(self.median_of(c, q, lambda r: (r.get('backend') or {}).get('majflt')))}")))
+        b.append(self.simple_table(self._faults_text))
         b.append(("h2", "CPU of the backend and of the other server processes"))
         for name, title in self.charts:
             if name == "cpu_breakdown.png":
@@ -535,8 +741,13 @@ class Report:
         b.append(("p", self.protocol_text()))
         b.append(("h2", "Environment"))
         b += self.env_blocks()
-        b.append(("p", "Raw data: runs.jsonl (every run, every measurement), runs.csv (flat), "
-                  "env.json, plan.json, answers/, plans/, mismatches.json."))
+        b.append(
+            (
+                "p",
+                "Raw data: runs.jsonl (every run, every measurement), runs.csv (flat), "
+                "env.json, plan.json, answers/, plans/, mismatches.json.",
+            )
+        )
         return b
 
     # ---- rendering
@@ -572,13 +783,16 @@ class Report:
             parts = t.split("`")
             return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
 
-        out = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'>",
-               f"<title>{html.escape(title)}</title>",
-               "<style>body{font-family:sans-serif;max-width:1200px;margin:1em auto;"
-               "padding:0 1em}table{border-collapse:collapse;font-size:0.85em;margin:0.5em 0}"
-               "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
-               "td:first-child,th:first-child{text-align:left}img{max-width:100%}"
-               "code{background:#f3f3f3}</style></head><body>"]
+        out = [
+            "<!DOCTYPE html>",
+            "<html><head><meta charset='utf-8'>",
+            f"<title>{html.escape(title)}</title>",
+            "<style>body{font-family:sans-serif;max-width:1200px;margin:1em auto;"
+            "padding:0 1em}table{border-collapse:collapse;font-size:0.85em;margin:0.5em 0}"
+            "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+            "td:first-child,th:first-child{text-align:left}img{max-width:100%}"
+            "code{background:#f3f3f3}</style></head><body>",
+        ]
         for blk in blocks:
             kind = blk[0]
             if kind in ("h1", "h2"):
@@ -586,14 +800,17 @@ class Report:
             elif kind == "p":
                 out.append(f"<p>{inline(blk[1])}</p>")
             elif kind == "img":
-                out.append(f"<p><img src='{html.escape(blk[1])}' alt='{html.escape(blk[2])}'>"
-                           "</p>")
+                out.append(f"<p><img src='{html.escape(blk[1])}' alt='{html.escape(blk[2])}'></p>")
             elif kind == "table":
-                out.append("<table><tr>" + "".join(f"<th>{html.escape(str(h))}</th>"
-                                                   for h in blk[1]) + "</tr>")
+                out.append(
+                    "<table><tr>"
+                    + "".join(f"<th>{html.escape(str(h))}</th>" for h in blk[1])
+                    + "</tr>"
+                )
                 for r in blk[2]:
-                    out.append("<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in r)
-                               + "</tr>")
+                    out.append(
+                        "<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in r) + "</tr>"
+                    )
                 out.append("</table>")
         out.append("</body></html>")
         return "\n".join(out) + "\n"
@@ -603,19 +820,43 @@ class Report:
         blocks = self.blocks()
         (self.out / "report.md").write_text(self.to_markdown(blocks))
         (self.out / "report.html").write_text(
-            self.to_html(blocks, f"TPC-H SF {self.plan['sf']:g} on pgnvm"))
+            self.to_html(blocks, f"TPC-H SF {self.plan['sf']:g} on pgnvm")
+        )
         summary = {
-            c: {"total_s": s.total, "geomean_s": s.geomean, "ratios_geomean": s.ratios,
-                "ratios_total": s.total_ratios, "queries_ok": s.n_ok, "queries_failed": s.n_failed}
-            for c, s in self.summary.items()}
-        per_query = {f"{c}/{qname(q)}": {"median_s": cell.median, "min_s": cell.min,
-                                        "max_s": cell.max, "status": cell.status_summary(),
-                                        "kernel_share": cell.kernel_share}
-                     for (c, q), cell in self.table.items()}
-        (self.out / "summary.json").write_text(json.dumps(
-            {"common_queries": self.common, "configs": summary, "cells": per_query,
-             "mismatches": self.mismatches, "interrupted": self.interrupted},
-            indent=2, sort_keys=True) + "\n")
+            c: {
+                "total_s": s.total,
+                "geomean_s": s.geomean,
+                "ratios_geomean": s.ratios,
+                "ratios_total": s.total_ratios,
+                "queries_ok": s.n_ok,
+                "queries_failed": s.n_failed,
+            }
+            for c, s in self.summary.items()
+        }
+        per_query = {
+            f"{c}/{qname(q)}": {
+                "median_s": cell.median,
+                "min_s": cell.min,
+                "max_s": cell.max,
+                "status": cell.status_summary(),
+                "kernel_share": cell.kernel_share,
+            }
+            for (c, q), cell in self.table.items()
+        }
+        (self.out / "summary.json").write_text(
+            json.dumps(
+                {
+                    "common_queries": self.common,
+                    "configs": summary,
+                    "cells": per_query,
+                    "mismatches": self.mismatches,
+                    "interrupted": self.interrupted,
+                },
+                indent=2,
+                sort_keys=True,
+            )
+            + "\n"
+        )
 
     def print_summary(self) -> None:
         from rich.console import Console
@@ -624,8 +865,10 @@ class Report:
         con = Console(highlight=False)
         if not con.is_terminal:
             con = Console(highlight=False, width=200)
-        t = Table(title=f"TPC-H SF {self.plan['sf']:g}: median wall-clock [s]"
-                  + (" (INTERRUPTED)" if self.interrupted else ""))
+        t = Table(
+            title=f"TPC-H SF {self.plan['sf']:g}: median wall-clock [s]"
+            + (" (INTERRUPTED)" if self.interrupted else "")
+        )
         t.add_column("query")
         for c in self.configs:
             t.add_column(c, justify="right")
@@ -647,18 +890,23 @@ class Report:
                     row.append(txt)
             t.add_row(*row)
         t.add_section()
-        t.add_row(f"total ({len(self.common)})",
-                  *[_fmt(self.summary[c].total, 2) for c in self.configs])
+        t.add_row(
+            f"total ({len(self.common)})", *[_fmt(self.summary[c].total, 2) for c in self.configs]
+        )
         t.add_row("geomean", *[_fmt(self.summary[c].geomean, 3) for c in self.configs])
         for r in self.refs:
-            t.add_row(f"GM ×{r}", *[_ratio(self.summary[c].ratios.get(r))
-                                    for c in self.configs])
+            t.add_row(f"GM ×{r}", *[_ratio(self.summary[c].ratios.get(r)) for c in self.configs])
         t.add_row("kernel share", *[_pct(self._kernel_total(c)) for c in self.configs])
         con.print(t)
         if self.mismatches:
             con.print(f"[bold red]CORRECTNESS FAILED: {len(self.mismatches)} wrong answer(s)[/]")
         else:
             con.print("correctness: every answer matches across configurations")
+
+    def _faults_text(self, c: str, q: int) -> str:
+        minflt = self.median_of(c, q, lambda r: (r.get("backend") or {}).get("minflt"))
+        majflt = self.median_of(c, q, lambda r: (r.get("backend") or {}).get("majflt"))
+        return f"{_num(minflt)} / {_num(majflt)}"
 
     def _kernel_total(self, c: str) -> float | None:
         u = self.sum_common(c, lambda r: (r.get("backend") or {}).get("utime_s"))
@@ -672,8 +920,9 @@ def rebuild(out: Path) -> Report:
     """Rewrite the report of a result directory from its raw files."""
     plan = json.loads((out / "plan.json").read_text())
     env = json.loads((out / "env.json").read_text())
-    records = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()
-               if line.strip()]
+    records = [
+        json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines() if line.strip()
+    ]
     mism = []
     if (out / "mismatches.json").exists():
         mism = json.loads((out / "mismatches.json").read_text())

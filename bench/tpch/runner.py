@@ -64,11 +64,36 @@ PREFIX_ENV = "PGNVM_TPCH_CLUSTER_PREFIX"  # tests: clusters of their own
 RESULTS_DIR = paths.REPO_ROOT / "results"
 
 CSV_FIELDS = [
-    "started_at", "config", "engine", "storage", "query", "rep", "status", "wall_s", "rows",
-    "answer", "backend_utime_s", "backend_stime_s", "kernel_share", "backend_runtime_s",
-    "minflt", "majflt", "vcsw", "nvcsw", "others_cpu_s", "io_worker_cpu_s",
-    "exited_children_cpu_s", "client_reads", "client_read_bytes", "client_hits",
-    "restart_s", "prewarm_s", "os_cache", "loadavg_1m", "error", *measure.counter_names(),
+    "started_at",
+    "config",
+    "engine",
+    "storage",
+    "query",
+    "rep",
+    "status",
+    "wall_s",
+    "rows",
+    "answer",
+    "backend_utime_s",
+    "backend_stime_s",
+    "kernel_share",
+    "backend_runtime_s",
+    "minflt",
+    "majflt",
+    "vcsw",
+    "nvcsw",
+    "others_cpu_s",
+    "io_worker_cpu_s",
+    "exited_children_cpu_s",
+    "client_reads",
+    "client_read_bytes",
+    "client_hits",
+    "restart_s",
+    "prewarm_s",
+    "os_cache",
+    "loadavg_1m",
+    "error",
+    *measure.counter_names(),
 ]
 
 
@@ -150,21 +175,46 @@ def csv_row(rec: dict[str, Any]) -> dict[str, Any]:
     groups = others.get("groups", {})
     iow = groups.get("io worker", {})
     ex = others.get("exited_children", {})
-    row: dict[str, Any] = {k: rec.get(k) for k in (
-        "started_at", "config", "engine", "storage", "query", "rep", "status", "wall_s",
-        "rows", "answer", "kernel_share", "others_cpu_s", "restart_s", "prewarm_s",
-        "os_cache", "loadavg_1m", "error")}
-    row.update({
-        "backend_utime_s": b.get("utime_s"), "backend_stime_s": b.get("stime_s"),
-        "backend_runtime_s": b.get("runtime_s"), "minflt": b.get("minflt"),
-        "majflt": b.get("majflt"), "vcsw": b.get("vcsw"), "nvcsw": b.get("nvcsw"),
-        "io_worker_cpu_s": (iow.get("utime_s", 0) + iow.get("stime_s", 0)) if iow else 0,
-        "exited_children_cpu_s": (ex.get("utime_s", 0) + ex.get("stime_s", 0)) if ex else None,
-    })
+    row: dict[str, Any] = {
+        k: rec.get(k)
+        for k in (
+            "started_at",
+            "config",
+            "engine",
+            "storage",
+            "query",
+            "rep",
+            "status",
+            "wall_s",
+            "rows",
+            "answer",
+            "kernel_share",
+            "others_cpu_s",
+            "restart_s",
+            "prewarm_s",
+            "os_cache",
+            "loadavg_1m",
+            "error",
+        )
+    }
+    row.update(
+        {
+            "backend_utime_s": b.get("utime_s"),
+            "backend_stime_s": b.get("stime_s"),
+            "backend_runtime_s": b.get("runtime_s"),
+            "minflt": b.get("minflt"),
+            "majflt": b.get("majflt"),
+            "vcsw": b.get("vcsw"),
+            "nvcsw": b.get("nvcsw"),
+            "io_worker_cpu_s": (iow.get("utime_s", 0) + iow.get("stime_s", 0)) if iow else 0,
+            "exited_children_cpu_s": (ex.get("utime_s", 0) + ex.get("stime_s", 0)) if ex else None,
+        }
+    )
     io = rec.get("pg_stat_io") or []
     row["client_reads"] = measure.stat_io_sum(io, "client backend", "reads") if io else None
-    row["client_read_bytes"] = (measure.stat_io_sum(io, "client backend", "read_bytes")
-                                if io else None)
+    row["client_read_bytes"] = (
+        measure.stat_io_sum(io, "client backend", "read_bytes") if io else None
+    )
     row["client_hits"] = measure.stat_io_sum(io, "client backend", "hits") if io else None
     counters = (rec.get("perf") or {}).get("counters") or {}
     for k in measure.counter_names():
@@ -201,8 +251,9 @@ def environment() -> dict[str, Any]:
         if line.startswith("MemTotal:"):
             mem = line.split(":", 1)[1].strip()
     commit = _cmd("git", "-C", str(paths.REPO_ROOT), "rev-parse", "HEAD")
-    dirty = _cmd("git", "-C", str(paths.REPO_ROOT), "status", "--porcelain", "--", "bench",
-                 "postgres")
+    dirty = _cmd(
+        "git", "-C", str(paths.REPO_ROOT), "status", "--porcelain", "--", "bench", "postgres"
+    )
     return {
         "cpu_model": cpu or platform.processor(),
         "cpus": os.cpu_count(),
@@ -268,7 +319,8 @@ class Runner:
             st = (bindir / "postgres").stat()
             self.env["postgres_binary"] = {
                 "path": str(bindir / "postgres"),
-                "mtime": dt.datetime.fromtimestamp(st.st_mtime).isoformat(timespec="seconds")}
+                "mtime": dt.datetime.fromtimestamp(st.st_mtime).isoformat(timespec="seconds"),
+            }
         self.env["tpchgen"] = manifest.generator
         self.env["data_digest"] = manifest.digest
         self.env["data_rows"] = manifest.rows()
@@ -288,7 +340,8 @@ class Runner:
         self.env["clusters"] = {s: t.name for s, t in self.targets.items()}
         for s, t in self.targets.items():
             self.env.setdefault("filesystems", {})[s] = _cmd(
-                "findmnt", "-n", "-o", "SOURCE,FSTYPE,OPTIONS", "-T", str(t.cluster.datadir))
+                "findmnt", "-n", "-o", "SOURCE,FSTYPE,OPTIONS", "-T", str(t.cluster.datadir)
+            )
 
     def out_dir(self) -> Path:
         if self.opts.out is not None:
@@ -299,11 +352,21 @@ class Runner:
     def plan_doc(self) -> dict[str, Any]:
         o = self.opts
         return {
-            "sf": o.sf, "queries": o.queries, "repeat": o.repeat, "timeout_s": o.timeout,
-            "parallel_workers": o.parallel_workers, "shared_buffers": o.shared_buffers,
+            "sf": o.sf,
+            "queries": o.queries,
+            "repeat": o.repeat,
+            "timeout_s": o.timeout,
+            "parallel_workers": o.parallel_workers,
+            "shared_buffers": o.shared_buffers,
             "work_mem": o.work_mem,
-            "configs": [{**asdict(c), "drop_caches": c.drop_caches,
-                         "server_settings": self.settings[c.name]} for c in self.configs],
+            "configs": [
+                {
+                    **asdict(c),
+                    "drop_caches": c.drop_caches,
+                    "server_settings": self.settings[c.name],
+                }
+                for c in self.configs
+            ],
             "unavailable": self.unavailable,
             "order": "for each repetition, for each query, every configuration in turn",
             "started_at": self.started.isoformat(timespec="seconds"),
@@ -319,8 +382,13 @@ class Runner:
                 other.stop()
         rec: dict[str, Any] = {
             "started_at": dt.datetime.now().isoformat(timespec="seconds"),
-            "config": cfg.name, "engine": cfg.engine, "storage": cfg.storage,
-            "query": q, "rep": rep, "status": "error", "error": None,
+            "config": cfg.name,
+            "engine": cfg.engine,
+            "storage": cfg.storage,
+            "query": q,
+            "rep": rep,
+            "status": "error",
+            "error": None,
         }
         t_begin = time.monotonic()
         rec["loadavg_1m"] = measure.loadavg()
@@ -346,8 +414,13 @@ class Runner:
             pid = int(conn.execute("select pg_backend_pid()").fetchone()[0])  # type: ignore[index]
             rec["backend_pid"] = pid
             conn.execute(f"set statement_timeout = {int(o.timeout * 1000)}")
-            btypes = {int(p): str(t) for p, t in conn.execute(
-                "select pid, backend_type from pg_stat_activity").fetchall() if p is not None}
+            btypes = {
+                int(p): str(t)
+                for p, t in conn.execute(
+                    "select pid, backend_type from pg_stat_activity"
+                ).fetchall()
+                if p is not None
+            }
             if "server_version" not in self.env:
                 self.env["server_version"] = conn.execute("select version()").fetchone()[0]  # type: ignore[index]
             conn.execute("select pg_stat_force_next_flush()")
@@ -400,14 +473,16 @@ class Runner:
         self.durations.setdefault((cfg.name, q), []).append(total)
         return rec
 
-    def _after_run(self, conn: psycopg.Connection, cfg: Config, q: int, sql: str,
-                   rec: dict[str, Any]) -> None:
+    def _after_run(
+        self, conn: psycopg.Connection, cfg: Config, q: int, sql: str, rec: dict[str, Any]
+    ) -> None:
         """Once per configuration: the server's non-default settings; once per (query,
         configuration): the plan (EXPLAIN, costs off), to see whether plans differ."""
         if cfg.name not in self.server_settings_seen:
             cur = conn.execute(
                 "select name, setting || coalesce(' ' || unit, ''), source from pg_settings "
-                "where source not in ('default', 'override') order by name")
+                "where source not in ('default', 'override') order by name"
+            )
             self.server_settings_seen[cfg.name] = [list(r) for r in cur.fetchall()]
         if self.opts.explain and (q, cfg.name) not in self.plans and rec["status"] == "ok":
             cur = conn.execute(f"explain (costs off) {sql}")
@@ -415,10 +490,12 @@ class Runner:
             self.plans[(q, cfg.name)] = plan
             if self.writer:
                 (self.writer.out / "plans" / f"{queries.qname(q)}.{cfg.name}.txt").write_text(
-                    plan + "\n")
+                    plan + "\n"
+                )
 
-    def _check_answer(self, cfg: Config, q: int, rep: int, rows: list[compare.Row],
-                      rec: dict[str, Any]) -> None:
+    def _check_answer(
+        self, cfg: Config, q: int, rep: int, rows: list[compare.Row], rec: dict[str, Any]
+    ) -> None:
         if (cfg.name, q) in self.opts.perturb:
             rows = compare.perturb(rows)
             rec["perturbed"] = True
@@ -439,21 +516,28 @@ class Runner:
         self.mismatches.append(m)
         rec["mismatch"] = m
         self._save_answer(f"{queries.qname(q)}.{cfg.name}.rep{rep}.WRONG.json", rows)
-        ui.error(f"WRONG ANSWER: {queries.qname(q).upper()} on {cfg.name} (run {rep}) differs "
-                 f"from {ref_cfg}: {diff}")
+        ui.error(
+            f"WRONG ANSWER: {queries.qname(q).upper()} on {cfg.name} (run {rep}) differs "
+            f"from {ref_cfg}: {diff}"
+        )
         if self.writer:
             self.writer.json("mismatches.json", self.mismatches)
 
     def _save_answer(self, name: str, rows: list[compare.Row]) -> None:
         if self.writer:
             (self.writer.out / "answers" / name).write_text(
-                json.dumps(compare.rows_jsonable(rows), indent=0) + "\n")
+                json.dumps(compare.rows_jsonable(rows), indent=0) + "\n"
+            )
 
     # ---- main loop
 
     def schedule(self) -> list[tuple[Config, int, int]]:
-        return [(c, q, rep) for rep in range(1, self.opts.repeat + 1)
-                for q in self.opts.queries for c in self.configs]
+        return [
+            (c, q, rep)
+            for rep in range(1, self.opts.repeat + 1)
+            for q in self.opts.queries
+            for c in self.configs
+        ]
 
     def eta(self, remaining: list[tuple[Config, int, int]]) -> float | None:
         if not self.durations:
@@ -461,8 +545,8 @@ class Runner:
         all_d = [d for ds in self.durations.values() for d in ds]
         glob = sum(all_d) / len(all_d)
         per_q: dict[int, list[float]] = {}
-        for (_, q), ds in self.durations.items():
-            per_q.setdefault(q, []).extend(ds)
+        for (_, q), seen in self.durations.items():
+            per_q.setdefault(q, []).extend(seen)
         tot = 0.0
         for c, q, _ in remaining:
             ds = self.durations.get((c.name, q)) or per_q.get(q)
@@ -483,8 +567,9 @@ class Runner:
             with prog:
                 for i, (cfg, q, rep) in enumerate(sched):
                     eta = self.eta(sched[i:])
-                    prog.update(i, f"{queries.qname(q)} {cfg.name} run {rep}/{self.opts.repeat}",
-                                eta)
+                    prog.update(
+                        i, f"{queries.qname(q)} {cfg.name} run {rep}/{self.opts.repeat}", eta
+                    )
                     rec = self.run_one(cfg, q, rep)
                     self.records.append(rec)
                     self.writer.run(rec)
@@ -500,9 +585,13 @@ class Runner:
                     ui.error(f"could not stop {t.name}: {e}")
             self.finish(interrupted)
         if self.mismatches:
-            ui.error(f"{len(self.mismatches)} wrong answer(s): "
-                     + "; ".join(f"{queries.qname(m['query']).upper()} {m['config']} vs "
-                                 f"{m['reference']}" for m in self.mismatches))
+            ui.error(
+                f"{len(self.mismatches)} wrong answer(s): "
+                + "; ".join(
+                    f"{queries.qname(m['query']).upper()} {m['config']} vs {m['reference']}"
+                    for m in self.mismatches
+                )
+            )
             return 1
         bad = [r for r in self.records if r["status"] in ("error", "crash")]
         return 1 if bad else 0
@@ -516,8 +605,15 @@ class Runner:
         self.writer.json("env.json", self.env)
         self.writer.json("mismatches.json", self.mismatches)
         try:
-            rep = report.Report(self.writer.out, self.plan_doc(), self.env, self.records,
-                                self.mismatches, self.plans, interrupted)
+            rep = report.Report(
+                self.writer.out,
+                self.plan_doc(),
+                self.env,
+                self.records,
+                self.mismatches,
+                self.plans,
+                interrupted,
+            )
             rep.write()
             rep.print_summary()
         except Exception as e:  # the raw files are what matters; say what failed
@@ -535,8 +631,10 @@ def _run_line(i: int, n: int, rec: dict[str, Any]) -> str:
         extra += " WRONG ANSWER"
     ks = rec.get("kernel_share")
     ks_txt = f" sys {ks * 100:.0f}%" if isinstance(ks, float) else ""
-    return (f"[{i}/{n}] {queries.qname(rec['query'])} {rec['config']:<18} run {rec['rep']}:"
-            f"{extra}{ks_txt}")
+    return (
+        f"[{i}/{n}] {queries.qname(rec['query'])} {rec['config']:<18} run {rec['rep']}:"
+        f"{extra}{ks_txt}"
+    )
 
 
 class Progress:
@@ -552,10 +650,17 @@ class Progress:
         if self.live:
             from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
             from rich.progress import Progress as RichProgress
+
             self._p = RichProgress(
-                TextColumn("[bold cyan]tpch[/]"), BarColumn(), MofNCompleteColumn(),
-                TimeElapsedColumn(), TextColumn("ETA {task.fields[eta]}"),
-                TextColumn("{task.description}"), console=ui.console, transient=True)
+                TextColumn("[bold cyan]tpch[/]"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("ETA {task.fields[eta]}"),
+                TextColumn("{task.description}"),
+                console=ui.console,
+                transient=True,
+            )
             self._p.__enter__()
             self._task = self._p.add_task("starting", total=self.total, eta="?")
         return self

@@ -171,12 +171,17 @@ def ddl_statements() -> dict[str, list[str]]:
     """The schema as SQL, grouped by phase (tables, keys, indexes, fks)."""
     return {
         "tables": [f"create table {t} ({TABLE_DDL[t]}\n)" for t in TABLES],
-        "keys": [f"alter table {t} add primary key ({', '.join(c)})"
-                 for t, c in PRIMARY_KEYS.items()],
-        "indexes": [f"create index {index_name(t, c)} on {t} ({', '.join(c)})"
-                    for t, c in FK_INDEXES],
-        "fks": [f"alter table {t} add constraint {fk_name(t, c)} foreign key ({', '.join(c)}) "
-                f"references {rt} ({', '.join(rc)})" for t, c, rt, rc in FOREIGN_KEYS],
+        "keys": [
+            f"alter table {t} add primary key ({', '.join(c)})" for t, c in PRIMARY_KEYS.items()
+        ],
+        "indexes": [
+            f"create index {index_name(t, c)} on {t} ({', '.join(c)})" for t, c in FK_INDEXES
+        ],
+        "fks": [
+            f"alter table {t} add constraint {fk_name(t, c)} foreign key ({', '.join(c)}) "
+            f"references {rt} ({', '.join(rc)})"
+            for t, c, rt, rc in FOREIGN_KEYS
+        ],
     }
 
 
@@ -204,8 +209,7 @@ Connect = Callable[[str], psycopg.Connection]
 
 
 def read_checksum(conn: psycopg.Connection) -> dict[str, Any] | None:
-    row = conn.execute(
-        "select to_regclass(%s) is not null", (META_TABLE,)).fetchone()
+    row = conn.execute("select to_regclass(%s) is not null", (META_TABLE,)).fetchone()
     if not row or not row[0]:
         return None
     r = conn.execute(f"select value from {META_TABLE} where key = 'checksum'").fetchone()
@@ -220,8 +224,9 @@ def database_exists(conn: psycopg.Connection) -> bool:
     return r is not None
 
 
-def load(connect: Connect, data_dir: Path, sf: float, manifest: Manifest,
-         jobs: int = 2) -> dict[str, float]:
+def load(
+    connect: Connect, data_dir: Path, sf: float, manifest: Manifest, jobs: int = 2
+) -> dict[str, float]:
     """(Re)create database ``tpch`` and load it; returns seconds per phase.
 
     ``connect(dbname)`` opens an autocommit connection to the (running) server.
@@ -269,8 +274,10 @@ def load(connect: Connect, data_dir: Path, sf: float, manifest: Manifest,
         ui.info("   load: vacuum (freeze, analyze)")
         c.execute("vacuum (freeze, analyze)")
         times["vacuum"] = time.monotonic() - t
-        counts = {tb: int(c.execute(f"select count(*) from {tb}").fetchone()[0])  # type: ignore[index]
-                  for tb in TABLES}
+        counts = {
+            tb: int(c.execute(f"select count(*) from {tb}").fetchone()[0])  # type: ignore[index]
+            for tb in TABLES
+        }
         want = manifest.rows()
         if counts != want:
             raise RuntimeError(f"row counts after load {counts} differ from the files' {want}")
@@ -280,8 +287,11 @@ def load(connect: Connect, data_dir: Path, sf: float, manifest: Manifest,
         doc = expected_checksum(sf, manifest)
         doc["loaded_rows"] = counts
         doc["load_seconds"] = {k: round(v, 2) for k, v in times.items()}
-        c.execute(f"insert into {META_TABLE} values ('checksum', %s) on conflict (key) do "
-                  "update set value = excluded.value", (json.dumps(doc, sort_keys=True),))
+        c.execute(
+            f"insert into {META_TABLE} values ('checksum', %s) on conflict (key) do "
+            "update set value = excluded.value",
+            (json.dumps(doc, sort_keys=True),),
+        )
         c.execute("checkpoint")
     times["total"] = time.monotonic() - t0
     return times

@@ -112,23 +112,28 @@ class ConfigSummary:
     total_ratios: dict[str, float | None] = field(default_factory=dict)
 
 
-def common_queries(table: dict[tuple[str, int], Cell], configs: Sequence[str],
-                   queries: Sequence[int]) -> list[int]:
+def common_queries(
+    table: dict[tuple[str, int], Cell], configs: Sequence[str], queries: Sequence[int]
+) -> list[int]:
     """Queries with an ok median in every one of ``configs``."""
-    return [q for q in queries
-            if all((c, q) in table and table[(c, q)].ok for c in configs)]
+    return [q for q in queries if all((c, q) in table and table[(c, q)].ok for c in configs)]
 
 
-def summarize(table: dict[tuple[str, int], Cell], configs: Sequence[str],
-              queries: Sequence[int], references: Sequence[str] = ()) -> dict[str, ConfigSummary]:
+def summarize(
+    table: dict[tuple[str, int], Cell],
+    configs: Sequence[str],
+    queries: Sequence[int],
+    references: Sequence[str] = (),
+) -> dict[str, ConfigSummary]:
     common = common_queries(table, configs, queries)
     out: dict[str, ConfigSummary] = {}
     for c in configs:
         meds = [table[(c, q)].median for q in common]
         vals = [m for m in meds if m is not None]
         n_ok = sum(1 for q in queries if (c, q) in table and table[(c, q)].ok)
-        n_failed = sum(1 for q in queries if (c, q) in table
-                       and any(s != "ok" for s in table[(c, q)].statuses))
+        n_failed = sum(
+            1 for q in queries if (c, q) in table and any(s != "ok" for s in table[(c, q)].statuses)
+        )
         out[c] = ConfigSummary(c, sum(vals) if common else None, geomean(vals), n_ok, n_failed)
     for c, s in out.items():
         for ref in references:
@@ -141,8 +146,9 @@ def summarize(table: dict[tuple[str, int], Cell], configs: Sequence[str],
     return out
 
 
-def normalized(table: dict[tuple[str, int], Cell], config: str, baseline: str, q: int
-               ) -> float | None:
+def normalized(
+    table: dict[tuple[str, int], Cell], config: str, baseline: str, q: int
+) -> float | None:
     """Median of ``config`` / median of ``baseline`` for query ``q``."""
     a = table.get((config, q))
     b = table.get((baseline, q))

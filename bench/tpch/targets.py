@@ -47,8 +47,9 @@ def wait_gone(pid: int, timeout: float = 10.0) -> bool:
 
 
 class Target:
-    def __init__(self, storage: str, sf: float, prefix: str = DEFAULT_PREFIX,
-                 port_base: int = DEFAULT_PORT) -> None:
+    def __init__(
+        self, storage: str, sf: float, prefix: str = DEFAULT_PREFIX, port_base: int = DEFAULT_PORT
+    ) -> None:
         self.storage = storage
         self.sf = sf
         self.name = cluster_name(prefix, sf, storage)
@@ -73,9 +74,14 @@ class Target:
             with contextlib.suppress(clu.ClusterError, ValueError, KeyError, TypeError):
                 c = clu.Cluster.load(self.name)
         if c is None or not c.is_initialized():
-            spec = clu.ClusterSpec(name=self.name, engine="base", storage=self.storage,
-                                   port=self.port, flavour="release",
-                                   settings=dict(schema.LOAD_SETTINGS))
+            spec = clu.ClusterSpec(
+                name=self.name,
+                engine="base",
+                storage=self.storage,
+                port=self.port,
+                flavour="release",
+                settings=dict(schema.LOAD_SETTINGS),
+            )
             c = clu.Cluster(spec)
             c.init()
         self._cluster = c
@@ -93,22 +99,28 @@ class Target:
             if why is None:
                 result = "reused"
             else:
-                ui.step(f"loading TPC-H SF {fmt_sf(sf)} into {self.name} "
-                        f"({self.cluster.datadir}): {why}")
+                ui.step(
+                    f"loading TPC-H SF {fmt_sf(sf)} into {self.name} "
+                    f"({self.cluster.datadir}): {why}"
+                )
                 try:
                     times = schema.load(self.connect, data_dir, sf, manifest)
                 except psycopg.OperationalError as e:
                     if self.cluster.is_running():
                         raise
                     # the server went away under the load (killed from outside): once more
-                    ui.notice(f"{self.name}: the server stopped during the load ({e}); "
-                              "restarting and loading again")
+                    ui.notice(
+                        f"{self.name}: the server stopped during the load ({e}); "
+                        "restarting and loading again"
+                    )
                     ui.show_tail(self.cluster.logfile(), 10)
                     self.start()
                     times = schema.load(self.connect, data_dir, sf, manifest)
-                ui.info(f"   loaded {self.name} in {ui.fmt_seconds(times['total'])} ("
-                        + ", ".join(f"{k} {v:.0f}s" for k, v in times.items() if k != "total")
-                        + ")")
+                ui.info(
+                    f"   loaded {self.name} in {ui.fmt_seconds(times['total'])} ("
+                    + ", ".join(f"{k} {v:.0f}s" for k, v in times.items() if k != "total")
+                    + ")"
+                )
                 result = f"loaded: {why}"
             with self.connect(schema.DBNAME) as conn:
                 row = conn.execute("select pg_database_size(current_database())").fetchone()
@@ -160,8 +172,9 @@ class Target:
         return self.cluster.pid()
 
     def connect(self, dbname: str = schema.DBNAME) -> psycopg.Connection:
-        return psycopg.connect(self.cluster.conninfo(dbname), autocommit=True,
-                               application_name="pgnvm-tpch")
+        return psycopg.connect(
+            self.cluster.conninfo(dbname), autocommit=True, application_name="pgnvm-tpch"
+        )
 
     def prewarm(self) -> tuple[float, int]:
         """pg_prewarm every table and index of the TPC-H schema in a connection that is
@@ -172,7 +185,8 @@ class Target:
             row = conn.execute(
                 "select coalesce(sum(pg_prewarm(c.oid::regclass)), 0) from pg_class c "
                 "join pg_namespace n on n.oid = c.relnamespace "
-                "where n.nspname = 'public' and c.relkind in ('r', 'i')").fetchone()
+                "where n.nspname = 'public' and c.relkind in ('r', 'i')"
+            ).fetchone()
         wait_gone(pid)
         return time.monotonic() - t0, int(row[0]) if row else 0
 
