@@ -99,7 +99,7 @@ class Report:
             if cfgs.BASELINE in self.configs
             else (self.configs[0] if self.configs else None)
         )
-        self.refs = [c for c in (cfgs.CEILING, cfgs.DISK) if c in self.configs]
+        self.refs = [c for c in (cfgs.BASELINE, cfgs.CEILING, cfgs.DISK) if c in self.configs]
         self.common = stats.common_queries(self.table, self.configs, self.queries)
         self.summary = stats.summarize(self.table, self.configs, self.queries, self.refs)
         self.charts: list[tuple[str, str]] = []
