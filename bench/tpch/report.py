@@ -150,7 +150,7 @@ class Report:
         bars = [c for c in self.configs if c != cfgs.CEILING]
         labels = [qname(q).upper() for q in self.queries] + ["GM"]
         fig, ax = plt.subplots(
-            figsize=(max(8.0, 0.55 * len(labels) * max(1, len(bars)) / 2.5), 4.6)
+            figsize=(min(16.0, max(8.0, 0.55 * len(labels) * max(1, len(bars)) / 2.5)), 4.8)
         )
         width = 0.8 / max(1, len(bars))
         base_gm = self.summary[self.baseline].geomean
@@ -206,7 +206,7 @@ class Report:
         plt = self._plt()
         colors = self._colors()
         fig, ax = plt.subplots(
-            figsize=(max(8.0, 0.5 * len(self.queries) * len(self.configs) / 2.5), 4.2)
+            figsize=(min(16.0, max(8.0, 0.5 * len(self.queries) * len(self.configs) / 2.5)), 4.4)
         )
         width = 0.8 / max(1, len(self.configs))
         for i, c in enumerate(self.configs):
@@ -263,18 +263,18 @@ class Report:
             return
         plt = self._plt()
         colors = self._colors()
-        fig, ax = plt.subplots(figsize=(8, 0.5 * len(self.configs) + 1.5))
+        fig, ax = plt.subplots(figsize=(11, 0.5 * len(self.configs) + 1.5))
         totals = [self.summary[c].total or 0.0 for c in self.configs]
         ax.barh(self.configs, totals, color=[colors[c] for c in self.configs])
         for i, c in enumerate(self.configs):
             s = self.summary[c]
             notes = [f"GM {s.geomean:.3f}s" if s.geomean else ""]
-            notes += [f"{_ratio(s.total_ratios.get(r))} {r}" for r in self.refs]
+            notes += [f"total {_ratio(s.total_ratios.get(r))} {r}" for r in self.refs]
             ax.text(totals[i], i, "  " + ", ".join(n for n in notes if n), va="center", fontsize=7)
         ax.invert_yaxis()
         ax.set_xlabel(f"sum of median wall-clock over {len(self.common)} queries [s]")
         ax.set_title("Totals per configuration")
-        ax.margins(x=0.45)
+        ax.margins(x=0.7)
         self._save(fig, "totals.png", "Totals")
 
     def cpu_parts(self, c: str) -> dict[str, float]:
