@@ -201,9 +201,11 @@ NvmBufferIsRedirected(Buffer buffer)
 }
 
 /*
- * NvmPointerInMapping -- does ptr point into a relation file mapping rather
- * than into the buffer pool?  Used by hint-bit setters: a pointer into a
- * redirected page must never be written through.
+ * NvmPointerInMapping -- does ptr, a pointer into the page of a *shared*
+ * buffer, point into a relation file mapping rather than into the buffer
+ * pool?  Used by hint-bit setters: a pointer into a redirected page must
+ * never be written through.  (Local buffers live elsewhere: callers check
+ * BufferIsLocal() first.)
  */
 bool
 NvmPointerInMapping(const void *ptr)
