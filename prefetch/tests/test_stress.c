@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #if defined(__SANITIZE_THREAD__)
-#define SCALE 20 /* TSan is ~10-20x slower */
+#define SCALE 2 /* TSan is ~10-20x slower; keep the run ~10 s */
 #else
 #define SCALE 1
 #endif
@@ -71,6 +71,19 @@ static void *reader_main(void *arg)
 	return NULL;
 }
 
+/* Yield while a queue is full; false once it has been full for 10 s (a
+ * lost wake-up would otherwise hang the test instead of failing it). */
+static int stuck_wait(uint64_t *since)
+{
+	uint64_t now = t_now_ns();
+	if (*since == 0)
+		*since = now;
+	else if (now - *since > 10000000000ull)
+		return 0;
+	sched_yield();
+	return 1;
+}
+
 /*
  * Push n jobs through a pool.  lossless: retry on EFULL (the retries are
  * counted as drops by the library); else give up on the job.  Returns the
@@ -86,11 +99,17 @@ static uint64_t push_jobs(nvmpf_pool *p, uint64_t n, int lossless,
 		size_t l;
 		job_of(i, &a, &l);
 		int rc;
+		uint64_t stuck_since = 0;
 		while ((rc = nvmpf_enqueue(p, a, l)) == NVMPF_EFULL) {
 			fulls++;
 			if (!lossless)
 				break;
-			sched_yield();
+			if (!stuck_wait(&stuck_since)) {
+				CHECK(!"queue stayed full for 10 s: helpers not running");
+				*accepted = acc;
+				*full = fulls;
+				return fp;
+			}
 		}
 		if (rc == NVMPF_OK) {
 			acc++;
@@ -258,9 +277,14 @@ static void test_sleep_wake_bursts(void)
 				unsigned char *a;
 				size_t l;
 				job_of(i, &a, &l);
+				uint64_t since = 0;
 				while (nvmpf_enqueue(p, a, l) == NVMPF_EFULL) {
 					fulls++;
-					sched_yield();
+					if (!stuck_wait(&since)) {
+						hung = 1;
+						CHECK(!"queue full for 10 s: lost wake-up");
+						break;
+					}
 				}
 				acc++;
 				fp += nvmpf_internal_job_hash((uintptr_t)a, l);
@@ -323,7 +347,12 @@ static void test_create_destroy_cycles(void)
 			nvmpf_enqueue(p, a, l);
 		}
 		if (rnd(&seed) % 3 == 0) {
-			CHECK_EQ(nvmpf_drain(p, 5000000000ll), NVMPF_OK);
+			int drc = nvmpf_drain(p, 5000000000ll);
+			CHECK_EQ(drc, NVMPF_OK);
+			if (drc != NVMPF_OK) {
+				nvmpf_destroy(p);
+				return;
+			}
 			nvmpf_stats st;
 			nvmpf_get_stats(p, &st);
 			CHECK_EQ(st.jobs_done, st.enqueued);
