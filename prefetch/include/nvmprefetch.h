@@ -182,7 +182,8 @@ typedef struct nvmpf_info {
 /* Per-helper counters. */
 typedef struct nvmpf_helper_stats {
 	uint64_t jobs;            /* jobs completed */
-	uint64_t bytes;           /* sum of their lengths */
+	uint64_t skipped;         /* jobs retired before or while processed */
+	uint64_t bytes;           /* sum of their lengths (completed jobs) */
 	uint64_t pages;           /* pages touched (FAULT) or populated */
 	uint64_t lines;           /* cache lines prefetched */
 	uint64_t busy_ns;         /* wall time spent inside jobs */
@@ -196,6 +197,8 @@ typedef struct nvmpf_stats {
 	uint64_t enqueued;        /* jobs accepted by nvmpf_enqueue */
 	uint64_t dropped;         /* jobs refused because the queue was full */
 	uint64_t jobs_done;       /* jobs completed by first-stage helpers */
+	uint64_t jobs_skipped;    /* jobs retired (nvmpf_retire) before or
+				     while a helper processed them, all stages */
 	uint64_t bytes_done;      /* their bytes */
 	uint64_t pages_touched;
 	uint64_t lines_prefetched;/* all stages */
@@ -232,6 +235,25 @@ NVMPF_API int nvmpf_create(const nvmpf_config *cfg, nvmpf_pool **out);
  * NVMPF_ENOTOWNER.
  */
 NVMPF_API int nvmpf_enqueue(nvmpf_pool *pool, const void *addr, size_t len);
+
+/*
+ * As nvmpf_enqueue; on success also stores the job's sequence number in
+ * *seq (if not NULL).  Jobs are numbered 0, 1, 2, ... in the order they are
+ * accepted (the pool's stats.enqueued before the call).
+ */
+NVMPF_API int nvmpf_enqueue_seq(nvmpf_pool *pool, const void *addr,
+				size_t len, uint64_t *seq);
+
+/*
+ * Declare every job with sequence number < seq stale (owner thread only):
+ * typically the computation thread has reached that data itself, so
+ * prefetching it would only compete with it.  Helpers skip such jobs, or
+ * stop one in progress within 16 pages, and they count as done for
+ * nvmpf_drain (stats.jobs_skipped).  Lower values than an earlier call are
+ * ignored.  Costs one store; returns NVMPF_OK, NVMPF_EINVAL or
+ * NVMPF_ENOTOWNER.
+ */
+NVMPF_API int nvmpf_retire(nvmpf_pool *pool, uint64_t seq);
 
 /*
  * Wait until every accepted job has been completed (for M3: by both stages,

@@ -24,10 +24,13 @@
 #define NVMPF_LIKELY(x) __builtin_expect(!!(x), 1)
 #define NVMPF_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-/* A job: the range to prefetch.  Stored by value in the ring (16 bytes). */
+/* A job: the range to prefetch and its sequence number (order of
+ * acceptance by nvmpf_enqueue, for nvmpf_retire).  Stored by value in the
+ * ring (24 bytes). */
 struct nvmpf_job {
 	uintptr_t addr;
 	size_t len;
+	uint64_t seq;
 };
 
 /* Typed ck_ring operations on struct nvmpf_job (ck_ring_*_spmc_nvmpf_job,
@@ -89,7 +92,8 @@ struct nvmpf_helper {
 	_Atomic uint32_t futex NVMPF_ALIGN;
 
 	/* Statistics (written by this helper only, read by anyone). */
-	_Atomic uint64_t jobs NVMPF_ALIGN;
+	_Atomic uint64_t jobs NVMPF_ALIGN; /* processed to the end */
+	_Atomic uint64_t skipped;       /* retired: skipped or cut short */
 	_Atomic uint64_t bytes;
 	_Atomic uint64_t pages;
 	_Atomic uint64_t lines;
@@ -111,6 +115,10 @@ struct nvmpf_pool {
 	_Atomic uint64_t enqueued NVMPF_ALIGN; /* written by owner only */
 	_Atomic uint64_t dropped;
 	_Atomic uint64_t wake_calls;
+
+	/* Jobs with seq < retired are stale (nvmpf_retire).  Written by the
+	 * owner, read by helpers: its own cache line. */
+	_Atomic uint64_t retired NVMPF_ALIGN;
 
 	_Atomic int stop NVMPF_ALIGN;   /* destroy in progress */
 	_Atomic int paused;             /* test hook: bit s-1 set = stage s

@@ -46,6 +46,7 @@
 #define MAX_QUEUE_LEN ((1u << 24) - 1)
 #define DEFAULT_SPIN_NS 50000u
 #define STOP_CHECK_PAGES 256u     /* a job checks for destroy this often */
+#define STALE_CHECK_PAGES 16u     /* ... and for retirement this often */
 #define POPULATE_CHUNK (1u << 20) /* bytes per madvise call */
 #define HELPER_STACK (256u * 1024u)
 
@@ -269,6 +270,12 @@ static uint64_t prefetch_range(uintptr_t s, uintptr_t e, size_t line, int loc)
 	return n;
 }
 
+/* Has the owner retired this job (nvmpf_retire) since it was queued? */
+static inline bool is_stale(struct nvmpf_pool *p, const struct nvmpf_job *job)
+{
+	return job->seq < atomic_load_explicit(&p->retired, memory_order_relaxed);
+}
+
 /*
  * Process one job on a helper: stage 1 takes the faults (loads or
  * MADV_POPULATE_READ) and/or prefetches page by page; stage 2 only
@@ -280,8 +287,11 @@ static void run_job(struct nvmpf_helper *h, const struct nvmpf_job *job)
 	const uintptr_t s = job->addr, e = job->addr + job->len;
 	const size_t ps = p->page_size, ls = p->line_size;
 	uint64_t pages = 0, lines = 0, errors = 0;
+	bool cut = is_stale(p, job);
 
-	if (h->stage == 2) {
+	if (cut) {
+		/* retired before we started: nothing to do */
+	} else if (h->stage == 2) {
 		lines = prefetch_range(s, e, ls, p->stage2_locality);
 	} else if (p->mode & NVMPF_MODE_POPULATE) {
 		uintptr_t a = s & ~(uintptr_t)(ps - 1);
@@ -301,6 +311,10 @@ static void run_job(struct nvmpf_helper *h, const struct nvmpf_job *job)
 			a = b;
 			if (atomic_load_explicit(&p->stop, memory_order_relaxed))
 				break;
+			if (is_stale(p, job)) {
+				cut = true;
+				break;
+			}
 		}
 	} else {
 		const bool fault = p->mode & NVMPF_MODE_FAULT;
@@ -316,14 +330,21 @@ static void run_job(struct nvmpf_helper *h, const struct nvmpf_job *job)
 			if (pf)
 				lines += prefetch_range(a, b, ls, p->locality);
 			a = b;
-			if ((n % STOP_CHECK_PAGES) == 0 &&
-			    atomic_load_explicit(&p->stop, memory_order_relaxed))
-				break;
+			if ((n % STALE_CHECK_PAGES) == 0) {
+				if (is_stale(p, job)) {
+					cut = true;
+					break;
+				}
+				if ((n % STOP_CHECK_PAGES) == 0 &&
+				    atomic_load_explicit(&p->stop,
+							 memory_order_relaxed))
+					break;
+			}
 		}
 	}
 
 	/* M3 hand-off: same job to the stage-2 helper; dropped if full. */
-	if (h->out) {
+	if (h->out && !cut) {
 		struct nvmpf_job j2 = *job;
 		if (queue_put(h->out, &j2)) {
 			counter_add(&h->handoff_fp,
@@ -339,7 +360,8 @@ static void run_job(struct nvmpf_helper *h, const struct nvmpf_job *job)
 		}
 	}
 
-	counter_add(&h->bytes, job->len);
+	if (!cut)
+		counter_add(&h->bytes, job->len);
 	counter_add(&h->pages, pages);
 	counter_add(&h->lines, lines);
 	counter_add(&h->fault_errors, errors);
@@ -350,8 +372,8 @@ static void run_job(struct nvmpf_helper *h, const struct nvmpf_job *job)
 	h->t_active = t1;
 	counter_add(&h->fingerprint, nvmpf_internal_job_hash(s, job->len));
 	/* Last: nvmpf_drain() acquires this, then reads handoff_ok. */
-	atomic_store_explicit(&h->jobs,
-			      load_relaxed(&h->jobs) + 1, memory_order_release);
+	_Atomic uint64_t *done = cut ? &h->skipped : &h->jobs;
+	atomic_store_explicit(done, load_relaxed(done) + 1, memory_order_release);
 }
 
 /* Test hook state: is this helper's stage paused? */
@@ -760,17 +782,37 @@ int nvmpf_create(const nvmpf_config *cfg_in, nvmpf_pool **out)
 
 int nvmpf_enqueue(nvmpf_pool *p, const void *addr, size_t len)
 {
+	return nvmpf_enqueue_seq(p, addr, len, NULL);
+}
+
+int nvmpf_retire(nvmpf_pool *p, uint64_t seq)
+{
+	if (!p)
+		return NVMPF_EINVAL;
+	if (!pthread_equal(pthread_self(), p->owner))
+		return NVMPF_ENOTOWNER;
+	if (seq > load_relaxed(&p->retired))
+		atomic_store_explicit(&p->retired, seq, memory_order_relaxed);
+	return NVMPF_OK;
+}
+
+int nvmpf_enqueue_seq(nvmpf_pool *p, const void *addr, size_t len,
+		      uint64_t *seq_out)
+{
 	if (NVMPF_UNLIKELY(!p || !addr || len == 0 ||
 			   (uintptr_t)addr + len < (uintptr_t)addr))
 		return NVMPF_EINVAL;
 	if (NVMPF_UNLIKELY(!pthread_equal(pthread_self(), p->owner)))
 		return NVMPF_ENOTOWNER;
-	struct nvmpf_job job = { (uintptr_t)addr, len };
+	uint64_t seq = load_relaxed(&p->enqueued);
+	struct nvmpf_job job = { (uintptr_t)addr, len, seq };
 	if (NVMPF_UNLIKELY(!queue_put(&p->q1, &job))) {
 		counter_add(&p->dropped, 1);
 		return NVMPF_EFULL;
 	}
-	counter_add(&p->enqueued, 1);
+	atomic_store_explicit(&p->enqueued, seq + 1, memory_order_relaxed);
+	if (seq_out)
+		*seq_out = seq;
 	/* Job visible before we look for sleepers (pairs with helper_idle). */
 	full_fence();
 	uint64_t m = atomic_load_explicit(&p->q1.sleep_mask,
@@ -787,7 +829,8 @@ static bool drained(const struct nvmpf_pool *p)
 	uint64_t done1 = 0, handed = 0, done2 = 0;
 	for (unsigned int i = 0; i < p->nhelpers; i++) {
 		const struct nvmpf_helper *h = &p->helpers[i];
-		uint64_t j = atomic_load_explicit(&h->jobs, memory_order_acquire);
+		uint64_t j = atomic_load_explicit(&h->jobs, memory_order_acquire) +
+			     atomic_load_explicit(&h->skipped, memory_order_acquire);
 		if (h->stage == 1) {
 			done1 += j;
 			handed += load_relaxed(&h->handoff_ok);
@@ -835,6 +878,7 @@ int nvmpf_get_stats(const nvmpf_pool *p, nvmpf_stats *st)
 		const struct nvmpf_helper *h = &p->helpers[i];
 		nvmpf_helper_stats *hs = &st->helper[i];
 		hs->jobs = atomic_load_explicit(&h->jobs, memory_order_acquire);
+		hs->skipped = atomic_load_explicit(&h->skipped, memory_order_acquire);
 		hs->bytes = load_relaxed(&h->bytes);
 		hs->pages = load_relaxed(&h->pages);
 		hs->lines = load_relaxed(&h->lines);
@@ -850,6 +894,7 @@ int nvmpf_get_stats(const nvmpf_pool *p, nvmpf_stats *st)
 		    clock_gettime(cid, &ts) == 0)
 			hs->cpu_ns = (uint64_t)ts.tv_sec * 1000000000u +
 				     (uint64_t)ts.tv_nsec;
+		st->jobs_skipped += hs->skipped;
 		if (h->stage == 1) {
 			st->jobs_done += hs->jobs;
 			st->bytes_done += hs->bytes;

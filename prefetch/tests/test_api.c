@@ -597,6 +597,100 @@ static void test_populate_mode(void)
 	nvmpf_destroy(p);
 }
 
+static nvmpf_pool *retire_pool;
+static int retire_rc;
+static void *retire_from_other(void *arg)
+{
+	(void)arg;
+	retire_rc = nvmpf_retire(retire_pool, 100);
+	return NULL;
+}
+
+static void test_retire_skips_stale_jobs(void)
+{
+	unsigned char *buf = page_buf(1 << 20);
+	nvmpf_config c;
+	nvmpf_config_init(&c);
+	c.scheme = NVMPF_SCHEME_NONE;
+	nvmpf_pool *p = mkpool(&c);
+	if (!p || !buf)
+		return;
+	CHECK_EQ(nvmpf_retire(NULL, 1), NVMPF_EINVAL);
+	retire_pool = p;
+	pthread_t t;
+	pthread_create(&t, NULL, retire_from_other, NULL);
+	pthread_join(t, NULL);
+	CHECK_EQ(retire_rc, NVMPF_ENOTOWNER);
+
+	nvmpf_internal_set_paused(p, 3);
+	for (uint64_t i = 0; i < 10; i++) {
+		uint64_t seq = 99;
+		CHECK_EQ(nvmpf_enqueue_seq(p, buf + i * 4096, 4096, &seq), NVMPF_OK);
+		CHECK_EQ(seq, i);
+	}
+	CHECK_EQ(nvmpf_retire(p, 6), NVMPF_OK);
+	CHECK_EQ(nvmpf_retire(p, 2), NVMPF_OK); /* lower: ignored */
+	nvmpf_internal_set_paused(p, 0);
+	CHECK_EQ(nvmpf_drain(p, 5000000000), NVMPF_OK);
+	nvmpf_stats st;
+	nvmpf_get_stats(p, &st);
+	CHECK_EQ(st.jobs_done, 4);
+	CHECK_EQ(st.jobs_skipped, 6);
+	CHECK_EQ(st.bytes_done, 4 * 4096);
+	CHECK_EQ(st.pages_touched, 4);
+	CHECK_EQ(st.helper[0].skipped, 6);
+	nvmpf_destroy(p);
+
+	/* A job in progress is cut short once retired. */
+	const size_t hn = 16ull << 30;
+	unsigned char *huge = mmap(NULL, hn, PROT_READ,
+				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	CHECK(huge != MAP_FAILED);
+	if (huge == MAP_FAILED)
+		return;
+	madvise(huge, hn, MADV_NOHUGEPAGE);
+	c.mode = NVMPF_MODE_FAULT;
+	p = mkpool(&c);
+	if (p) {
+		CHECK_EQ(nvmpf_enqueue(p, huge, hn), NVMPF_OK);
+		struct timespec ts = { 0, 20000000 };
+		nanosleep(&ts, NULL);
+		CHECK_EQ(nvmpf_retire(p, 1), NVMPF_OK);
+		CHECK_EQ(nvmpf_drain(p, 1000000000), NVMPF_OK);
+		nvmpf_get_stats(p, &st);
+		CHECK_EQ(st.jobs_done, 0);
+		CHECK_EQ(st.jobs_skipped, 1);
+		CHECK(st.pages_touched > 0 && st.pages_touched < hn / 4096);
+		nvmpf_destroy(p);
+	}
+	munmap(huge, hn);
+
+	/* M3: a retired job is not handed to stage 2. */
+	int m3[] = { 0, 0 };
+	if (CPU_ISSET(1, &orig_affinity))
+		m3[0] = 1;
+	nvmpf_config_init(&c);
+	c.scheme = NVMPF_SCHEME_M3;
+	c.cpus = m3;
+	c.ncpus = 2;
+	p = mkpool(&c);
+	if (p) {
+		nvmpf_internal_set_paused(p, 3);
+		for (int i = 0; i < 4; i++)
+			CHECK_EQ(nvmpf_enqueue(p, buf + i * 4096, 4096), NVMPF_OK);
+		nvmpf_retire(p, 3);
+		nvmpf_internal_set_paused(p, 0);
+		CHECK_EQ(nvmpf_drain(p, 5000000000), NVMPF_OK);
+		nvmpf_get_stats(p, &st);
+		CHECK_EQ(st.jobs_done, 1);
+		CHECK_EQ(st.jobs_skipped, 3);
+		CHECK_EQ(st.handoff_enqueued, 1);
+		CHECK_EQ(st.stage2_jobs_done, 1);
+		nvmpf_destroy(p);
+	}
+	free(buf);
+}
+
 /* ------------------------------------------------------------------ */
 /* Tests: sleep/wake system-call behaviour                              */
 /* ------------------------------------------------------------------ */
@@ -1284,6 +1378,7 @@ int main(void)
 	RUN(test_stats_exact_counts);
 	RUN(test_helper_takes_faults);
 	RUN(test_populate_mode);
+	RUN(test_retire_skips_stale_jobs);
 	RUN(test_wake_only_when_sleeping);
 	RUN(test_destroy_with_pending_jobs);
 	RUN(test_fallback_no_smt);

@@ -38,7 +38,8 @@ static void test_exports(void)
 	const char *pub[] = { "nvmpf_config_init", "nvmpf_create", "nvmpf_enqueue",
 			      "nvmpf_drain", "nvmpf_get_stats", "nvmpf_get_info",
 			      "nvmpf_destroy", "nvmpf_strerror", "nvmpf_scheme_name",
-			      "nvmpf_log_discard" };
+			      "nvmpf_log_discard", "nvmpf_enqueue_seq",
+			      "nvmpf_retire" };
 	for (unsigned int i = 0; i < sizeof pub / sizeof pub[0]; i++)
 		CHECK(dlsym(RTLD_DEFAULT, pub[i]) != NULL);
 	const char *hidden[] = { "nvmpf_place", "nvmpf_parse_cpulist",
