@@ -8,8 +8,11 @@
  *   none       no prefetching
  *   inline     __builtin_prefetch(distance bytes ahead) in the loop
  *   m1         helper on another core (faults + prefetch), jobs `ahead`
- *              chunks in front of the computation
+ *              chunks in front of the computation; a chunk's job is
+ *              retired (nvmpf_retire) when the computation reaches it
  *   m1-fault   the same helper, fault-only mode
+ *   m1-noretire  m1 without retiring: a lagging helper works on data the
+ *              computation has already passed
  *   m2, m3     SMT-sibling / tandem helpers, when the topology allows
  *              (else "not available" with the library's reason)
  *   populate   mmap(MAP_POPULATE)
@@ -54,27 +57,32 @@ struct variant {
 	enum kind kind;
 	nvmpf_scheme scheme;      /* K_HELPER */
 	unsigned int mode;        /* K_HELPER */
+	int retire;               /* K_HELPER: nvmpf_retire jobs reached */
 	int enabled;
 	int available;
 	char reason[400];
 	nvmpf_pool *pool;
 	double ns_line[MAX_RUNS];
 	double helper_cpu_ms[MAX_RUNS];
-	uint64_t jobs[MAX_RUNS], dropped[MAX_RUNS];
+	uint64_t jobs[MAX_RUNS], dropped[MAX_RUNS], skipped[MAX_RUNS];
 	char effective[64];
 };
 
+#define V(n, k, ...) { .name = n, .kind = k, .enabled = 1, .available = 1, __VA_ARGS__ }
+#define V_OFF(n, k, ...) { .name = n, .kind = k, .enabled = 0, .available = 1, __VA_ARGS__ }
 static struct variant variants[] = {
-	{ "none", K_NONE, 0, 0, 1, 1, "", NULL, {0}, {0}, {0}, {0}, "" },
-	{ "inline", K_INLINE, 0, 0, 1, 1, "", NULL, {0}, {0}, {0}, {0}, "" },
-	{ "m1", K_HELPER, NVMPF_SCHEME_M1, NVMPF_MODE_BOTH, 1, 1, "", NULL, {0}, {0}, {0}, {0}, "" },
-	{ "m1-fault", K_HELPER, NVMPF_SCHEME_M1, NVMPF_MODE_FAULT, 1, 1, "", NULL, {0}, {0}, {0}, {0}, "" },
-	{ "m1-prefetch", K_HELPER, NVMPF_SCHEME_M1, NVMPF_MODE_PREFETCH, 0, 1, "", NULL, {0}, {0}, {0}, {0}, "" },
-	{ "m2", K_HELPER, NVMPF_SCHEME_M2, NVMPF_MODE_BOTH, 1, 1, "", NULL, {0}, {0}, {0}, {0}, "" },
-	{ "m3", K_HELPER, NVMPF_SCHEME_M3, NVMPF_MODE_BOTH, 1, 1, "", NULL, {0}, {0}, {0}, {0}, "" },
-	{ "populate", K_POPULATE, 0, 0, 1, 1, "", NULL, {0}, {0}, {0}, {0}, "" },
-	{ "madvise", K_MADVISE, 0, 0, 1, 1, "", NULL, {0}, {0}, {0}, {0}, "" },
-	{ "premapped", K_PREMAPPED, 0, 0, 1, 1, "", NULL, {0}, {0}, {0}, {0}, "" },
+	V("none", K_NONE),
+	V("inline", K_INLINE),
+	V("m1", K_HELPER, .scheme = NVMPF_SCHEME_M1, .mode = NVMPF_MODE_BOTH, .retire = 1),
+	V("m1-fault", K_HELPER, .scheme = NVMPF_SCHEME_M1, .mode = NVMPF_MODE_FAULT, .retire = 1),
+	V("m1-noretire", K_HELPER, .scheme = NVMPF_SCHEME_M1, .mode = NVMPF_MODE_BOTH),
+	V_OFF("m1-prefetch", K_HELPER, .scheme = NVMPF_SCHEME_M1, .mode = NVMPF_MODE_PREFETCH,
+	      .retire = 1),
+	V("m2", K_HELPER, .scheme = NVMPF_SCHEME_M2, .mode = NVMPF_MODE_BOTH, .retire = 1),
+	V("m3", K_HELPER, .scheme = NVMPF_SCHEME_M3, .mode = NVMPF_MODE_BOTH, .retire = 1),
+	V("populate", K_POPULATE),
+	V("madvise", K_MADVISE),
+	V("premapped", K_PREMAPPED),
 };
 #define NVARIANTS (sizeof variants / sizeof variants[0])
 
@@ -136,7 +144,7 @@ static void usage(void)
 		"  --locality N     helper prefetch hint 0..3 (default 3)\n"
 		"  --spin-ns N      helper idle spin before sleeping (default 50000)\n"
 		"  --cpu N          CPU for the computation thread (default: current)\n"
-		"  --variants LIST  comma list of: none,inline,m1,m1-fault,\n"
+		"  --variants LIST  comma list of: none,inline,m1,m1-fault,m1-noretire,\n"
 		"                   m1-prefetch,m2,m3,populate,madvise,premapped\n"
 		"                   (default all but m1-prefetch)\n"
 		"  --json           machine-readable output\n");
@@ -233,6 +241,8 @@ static uint64_t compute(const unsigned char *p, size_t n, uint64_t acc,
 	return acc;
 }
 
+static uint64_t *chunk_seq; /* per chunk: accepted job's seq + 1, or 0 */
+
 /* One timed run of variant v; returns ns per cache line, sets *sum. */
 static double run_once(struct variant *v, int fd, uint64_t *sum, int r)
 {
@@ -259,18 +269,26 @@ static double run_once(struct variant *v, int fd, uint64_t *sum, int r)
 	}
 	uint64_t acc = 0;
 	if (v->kind == K_HELPER) {
-		size_t nchunks = (opt_size + opt_chunk - 1) / opt_chunk;
-		for (size_t k = 0; k < opt_ahead && k < nchunks; k++)
-			nvmpf_enqueue(v->pool, m + k * opt_chunk,
-				      opt_size - k * opt_chunk < opt_chunk ?
-					      opt_size - k * opt_chunk : opt_chunk);
-		for (size_t k = 0; k < nchunks; k++) {
-			size_t a = k + opt_ahead;
-			if (a < nchunks)
-				nvmpf_enqueue(v->pool, m + a * opt_chunk,
-					      opt_size - a * opt_chunk < opt_chunk ?
-						      opt_size - a * opt_chunk : opt_chunk);
-			size_t off = k * opt_chunk;
+		/* Chunk k+ahead is requested while chunk k is processed; when
+		 * the computation reaches chunk k, its job (and older ones) are
+		 * retired so a lagging helper skips to data still ahead. */
+		const size_t nchunks = (opt_size + opt_chunk - 1) / opt_chunk;
+		for (size_t k = 0; k < nchunks + opt_ahead; k++) {
+			if (k < nchunks) {
+				size_t off = k * opt_chunk;
+				size_t n = opt_size - off < opt_chunk ? opt_size - off : opt_chunk;
+				uint64_t seq;
+				if (nvmpf_enqueue_seq(v->pool, m + off, n, &seq) == NVMPF_OK)
+					chunk_seq[k] = seq + 1;
+				else
+					chunk_seq[k] = 0;
+			}
+			if (k < opt_ahead)
+				continue;
+			size_t c = k - opt_ahead; /* chunk to process now */
+			if (v->retire && chunk_seq[c])
+				nvmpf_retire(v->pool, chunk_seq[c]);
+			size_t off = c * opt_chunk;
 			size_t n = opt_size - off < opt_chunk ? opt_size - off : opt_chunk;
 			acc = compute(m + off, n, acc, 0);
 		}
@@ -285,6 +303,7 @@ static double run_once(struct variant *v, int fd, uint64_t *sum, int r)
 		v->helper_cpu_ms[r] = (double)(s1.helper_cpu_ns - s0.helper_cpu_ns) / 1e6;
 		v->jobs[r] = s1.jobs_done - s0.jobs_done;
 		v->dropped[r] = s1.dropped - s0.dropped;
+		v->skipped[r] = s1.jobs_skipped - s0.jobs_skipped;
 	}
 	munmap(m, opt_size);
 	*sum = acc;
@@ -369,6 +388,21 @@ static void describe_backing(int fd, char *out, size_t n, double *pmd_pct)
 	*pmd_pct = (pmd >= 0 && size_kb > 0) ? 100.0 * (double)pmd / (double)size_kb : 0;
 	snprintf(out, n, "%s, %.0f%% of the mapping PMD-mapped (2 MB pages)", fs,
 		 *pmd_pct);
+}
+
+/* The 1-minute load average and runnable count from /proc/loadavg ("?"
+ * if unreadable): the benchmark shares the machine with whatever runs. */
+static void read_loadavg(char *out, size_t n)
+{
+	FILE *f = fopen("/proc/loadavg", "r");
+	double l1 = 0;
+	char run[32] = "?";
+	if (!f || fscanf(f, "%lf %*f %*f %31s", &l1, run) != 2)
+		snprintf(out, n, "?");
+	else
+		snprintf(out, n, "%.2f (runnable/total %s)", l1, run);
+	if (f)
+		fclose(f);
 }
 
 /* Create the pool of a helper variant, or mark it unavailable. */
@@ -462,6 +496,7 @@ int main(int argc, char **argv)
 	}
 
 	int fd = prepare_file(opt_file, opt_size);
+	chunk_seq = calloc(opt_size / opt_chunk + 2, sizeof *chunk_seq);
 	char backing[160];
 	double pmd_pct = 0;
 	describe_backing(fd, backing, sizeof backing, &pmd_pct);
@@ -484,6 +519,8 @@ int main(int argc, char **argv)
 	}
 	sched_setaffinity(0, sizeof one, &one);
 
+	char load0[64], load1[64];
+	read_loadavg(load0, sizeof load0);
 	uint64_t ref = 0;
 	int have_ref = 0, bad_sum = 0;
 	for (int r = 0; r < opt_runs; r++) {
@@ -502,14 +539,17 @@ int main(int argc, char **argv)
 		}
 	}
 
+	read_loadavg(load1, sizeof load1);
 	double base = median(variants[0].ns_line, opt_runs);
 	if (opt_json) {
 		printf("{\n  \"file\": \"%s\",\n  \"size\": %zu,\n  \"runs\": %d,\n"
 		       "  \"chunk\": %zu,\n  \"ahead\": %u,\n  \"distance\": %zu,\n"
 		       "  \"work\": %u,\n  \"cpu\": %d,\n  \"pmd_mapped_pct\": %.1f,\n"
-		       "  \"backing\": \"%s\",\n  \"checksum_ok\": %s,\n  \"results\": [\n",
+		       "  \"backing\": \"%s\",\n  \"loadavg_before\": \"%s\",\n"
+		       "  \"loadavg_after\": \"%s\",\n  \"checksum_ok\": %s,\n  \"results\": [\n",
 		       opt_file, opt_size, opt_runs, opt_chunk, opt_ahead, opt_distance,
-		       opt_work, cpu, pmd_pct, backing, bad_sum ? "false" : "true");
+		       opt_work, cpu, pmd_pct, backing, load0, load1,
+		       bad_sum ? "false" : "true");
 		int first = 1;
 		for (unsigned int i = 0; i < NVARIANTS; i++) {
 			struct variant *v = &variants[i];
@@ -534,10 +574,13 @@ int main(int argc, char **argv)
 			printf("]");
 			if (v->kind == K_HELPER)
 				printf(", \"helper\": \"%s\", \"helper_cpu_ms_median\": %.3f, "
-				       "\"jobs_per_run\": %llu, \"dropped_per_run\": %llu",
+				       "\"jobs_done_run1\": %llu, \"jobs_skipped_run1\": %llu, "
+				       "\"jobs_dropped_run1\": %llu, \"retire\": %s",
 				       v->effective, median(v->helper_cpu_ms, opt_runs),
 				       (unsigned long long)v->jobs[0],
-				       (unsigned long long)v->dropped[0]);
+				       (unsigned long long)v->skipped[0],
+				       (unsigned long long)v->dropped[0],
+				       v->retire ? "true" : "false");
 			printf("}");
 		}
 		printf("\n  ]\n}\n");
@@ -546,6 +589,7 @@ int main(int argc, char **argv)
 		printf("computation on CPU %d; %d runs per variant, fresh mapping each run; "
 		       "chunk %zu KiB, ahead %u chunks, inline distance %zu B, work %u\n",
 		       cpu, opt_runs, opt_chunk >> 10, opt_ahead, opt_distance, opt_work);
+		printf("load average before %s, after %s\n", load0, load1);
 		printf("%-12s %10s %10s %10s %8s %12s  %s\n", "variant", "ns/line", "min",
 		       "max", "ratio", "helper CPU", "notes");
 		for (unsigned int i = 0; i < NVARIANTS; i++) {
@@ -562,8 +606,10 @@ int main(int argc, char **argv)
 			if (v->kind == K_HELPER) {
 				snprintf(cpu_s, sizeof cpu_s, "%.1f ms",
 					 median(v->helper_cpu_ms, opt_runs));
-				snprintf(notes, sizeof notes, "%s, %llu jobs/run, %llu dropped",
+				snprintf(notes, sizeof notes,
+					 "%s; run 1: %llu done, %llu skipped, %llu dropped",
 					 v->effective, (unsigned long long)v->jobs[0],
+					 (unsigned long long)v->skipped[0],
 					 (unsigned long long)v->dropped[0]);
 			}
 			printf("%-12s %10.3f %10.3f %10.3f %8.3f %12s  %s\n", v->name, med,

@@ -330,7 +330,7 @@ static void run_job(struct nvmpf_helper *h, const struct nvmpf_job *job)
 			if (pf)
 				lines += prefetch_range(a, b, ls, p->locality);
 			a = b;
-			if ((n % STALE_CHECK_PAGES) == 0) {
+			if ((n % STALE_CHECK_PAGES) == 0 && a < e) {
 				if (is_stale(p, job)) {
 					cut = true;
 					break;
