@@ -195,21 +195,11 @@ def run_tests(opts: Options) -> int:
         if run is not None:
             ui.info(
                 f"engines: {', '.join(engine_list)}; checks: "
-                f"{', '.join((['pytest'] if run_pytest else []) + [c.name for c in checks])}; "
+                f"{', '.join([c.name for c in checks] + (['pytest'] if run_pytest else []))}; "
                 f"seed {run.seed}; work dir {run.work_root}"
             )
             for e, out in notes.items():
                 ui.info(f"engine {e} not in the default run: the server says {out!r}")
-            if run_pytest:
-                log = run.work_root / "pytest.log"
-                results.append(
-                    run_one(
-                        "pytest",
-                        None,
-                        registry.PYTEST_LIMIT,
-                        lambda: pytest_check(log, registry.PYTEST_LIMIT),
-                    )
-                )
             if checks:
                 ports: set[int] = set()
                 for engine in engine_list:
@@ -221,6 +211,18 @@ def run_tests(opts: Options) -> int:
                         _engine_run(env, checks, results)
                     finally:
                         env.teardown()
+            if run_pytest:
+                r = run
+                results.append(
+                    run_one(
+                        "pytest",
+                        None,
+                        registry.PYTEST_LIMIT,
+                        lambda: pytest_check(
+                            r.work_root / "pytest.log", registry.PYTEST_LIMIT, r.results_dir
+                        ),
+                    )
+                )
     except KeyboardInterrupt as e:
         interrupted = True
         if isinstance(e, Interrupted):
