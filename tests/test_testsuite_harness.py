@@ -153,3 +153,28 @@ def test_amcheck_findings_ignore_only_the_install_notice() -> None:
         'btree index "regression.public.t_i":',
         "    ERROR:  invalid page in block 3",
     ]
+
+
+def test_references_recorded_by_base_are_cached_across_runs(tmp_path: Path) -> None:
+    from bench.testsuite.context import RunState
+
+    def state(stamp: str) -> RunState:
+        return RunState(
+            stamp=stamp,
+            results_dir=tmp_path,
+            work_root=tmp_path,
+            keep=False,
+            seed=1,
+            tree=tmp_path,
+            reference_file=tmp_path / "ref.json",
+        )
+
+    first = state("run1")
+    assert first.load_reference("k") is None
+    first.store_reference("k", {"q": "d/1"})
+    assert first.load_reference("k") == ({"q": "d/1"}, "this run")
+    later = state("run2")
+    assert later.load_reference("k") == ({"q": "d/1"}, "cached base run run1")
+    assert later.load_reference("other") is None
+    (tmp_path / "ref.json").write_text("{broken")
+    assert state("run3").load_reference("k") is None

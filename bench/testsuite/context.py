@@ -16,12 +16,12 @@ from bench import cluster as clu
 from bench import osuser, paths
 from bench.testsuite import errmatch, proc
 
-#: Settings every test cluster gets (the brief: small shared_buffers so data >> buffers).
+#: Settings every test cluster gets: small shared_buffers, so that the data of the checks
+#: is several times larger and blocks really move between storage and buffers.
 BASE_SETTINGS: dict[str, str] = {
     "shared_buffers": "16MB",
     "max_connections": "60",
     "log_line_prefix": "%m [%p] %q%a ",
-    "fsync": "on",
 }
 FLAVOUR = "check"
 PORT_BASE = 5471
