@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -148,22 +147,6 @@ class EngineEnv:
             **kw,
         )
         return conn
-
-    def scalar(self, sql: str, params: Any = None, dbname: str = "postgres") -> Any:
-        with self.connect(dbname) as c:
-            row = c.execute(sql, params).fetchone()
-        return row[0] if row else None
-
-    def wait_connectable(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                self.scalar("SELECT 1")
-                return
-            except psycopg.OperationalError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
 
     # ---- server log
 

@@ -23,10 +23,6 @@ def _encode(v: Value) -> bytes:
     return b.replace(b"\\", b"\\\\").replace(b"\t", b"\\t").replace(b"\n", b"\\n")
 
 
-def render_rows(rows: Iterable[Sequence[Value]]) -> bytes:
-    return b"".join(b"\t".join(_encode(v) for v in row) + b"\n" for row in rows)
-
-
 def digest_rows(rows: Iterable[Sequence[Value]]) -> tuple[str, int]:
     """Return (md5 hex digest, row count) of the rows in the given order."""
     h = hashlib.md5()
