@@ -1,7 +1,8 @@
 """End to end: ``./pgnvm tpch`` at scale factor 0.01 over three configurations.
 
 Runs the real command (``python -m bench tpch``) against clusters of its own (prefix
-``tpchtest``, ports 5530/5531), so it never touches the ``tpch-*`` clusters of a real run.
+``tpchtest<hash of PGNVM_HOME>``, ports 5530/5531), so it never touches the ``tpch-*``
+clusters of a real run.
 Uses the installed release build when there is one (``--no-build``), else builds it (as a
 fresh machine's first ``./pgnvm tpch`` would). Checks the raw files and the report of a full
 run, then that a deliberately wrong answer (the PGNVM_TPCH_PERTURB test hook) fails the run
@@ -10,6 +11,7 @@ naming the query and the configurations. No timing assertions.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -20,11 +22,27 @@ from pathlib import Path
 import pytest
 
 from bench import cluster, paths
-from bench.tpch import runner
+from bench.tpch import configs, runner
 
-CONFIGS = "nvm_base_sync,nvm_se1,mem_limit"
-PREFIX = "tpchtest"
 PORT = 5530
+
+
+def _prefix() -> str:
+    """Cluster name prefix of this PGNVM_HOME: nvm data directories of all homes share one
+    tmpfs, so two homes running this test must not pick the same names."""
+    h = hashlib.sha256(str(paths.pgnvm_home()).encode()).hexdigest()[:6]
+    return f"tpchtest{h}"
+
+
+def _configs() -> list[str]:
+    """nvm_base_sync, nvm_se1, mem_limit; nvm_base_worker instead of nvm_se1 on a build
+    without se1 (a stock PostgreSQL build)."""
+    wanted = ["nvm_base_sync", "nvm_se1", "mem_limit"]
+    bindir = paths.install_dir("release") / "bin"
+    if (bindir / "postgres").is_file():
+        avail = configs.availability(bindir, [configs.BY_NAME[n] for n in wanted], configs.Common())
+        wanted = [n if avail[n] is None else "nvm_base_worker" for n in wanted]
+    return wanted
 
 
 def _tpch(
@@ -32,7 +50,7 @@ def _tpch(
 ) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(paths.REPO_ROOT)
-    env[runner.PREFIX_ENV] = PREFIX
+    env[runner.PREFIX_ENV] = _prefix()
     env.pop(runner.PERTURB_ENV, None)
     env.update(env_extra or {})
     build = ["--no-build"] if (paths.install_dir("release") / "bin" / "postgres").is_file() else []
@@ -44,7 +62,7 @@ def _tpch(
         "--sf",
         "0.01",
         "--configs",
-        CONFIGS,
+        ",".join(_configs()),
         "--port",
         str(PORT),
         "--out",
@@ -62,12 +80,13 @@ def _tpch(
 @pytest.fixture(scope="module")
 def test_clusters() -> Iterator[None]:
     yield
-    for name in (f"{PREFIX}-sf0.01-nvm", f"{PREFIX}-sf0.01-disk"):
+    for name in (f"{_prefix()}-sf0.01-nvm", f"{_prefix()}-sf0.01-disk"):
         if cluster.Cluster.exists(name):
             cluster.Cluster.load(name).destroy()
 
 
 def test_tpch_end_to_end(tmp_path: Path, test_clusters: None) -> None:
+    cfgs = _configs()
     out = tmp_path / "full"
     r = _tpch(out, "--queries", "1-22", "--repeat", "1")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -90,7 +109,7 @@ def test_tpch_end_to_end(tmp_path: Path, test_clusters: None) -> None:
     runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
     assert len(runs) == 22 * 3
     assert {r["status"] for r in runs} == {"ok"}
-    assert {r["config"] for r in runs} == set(CONFIGS.split(","))
+    assert {r["config"] for r in runs} == set(cfgs)
     for rec in runs:
         assert rec["wall_s"] > 0
         assert rec["backend"]["minflt"] >= 0
@@ -110,24 +129,22 @@ def test_tpch_end_to_end(tmp_path: Path, test_clusters: None) -> None:
     assert env["git_commit"]
     md = (out / "report.md").read_text()
     assert "Correctness: OK" in md
-    assert "nvm_base_sync" in md and "Q22" in md
+    assert cfgs[0] in md and "Q22" in md
     assert json.loads((out / "mismatches.json").read_text()) == []
     assert "TPC-H SF 0.01" in r.stdout  # the console summary table
 
     # a second run reuses the loaded database and catches a wrong answer
     out2 = tmp_path / "wrong"
     r2 = _tpch(
-        out2, "--queries", "6,14", "--repeat", "1", env_extra={runner.PERTURB_ENV: "nvm_se1:6"}
+        out2, "--queries", "6,14", "--repeat", "1", env_extra={runner.PERTURB_ENV: f"{cfgs[1]}:6"}
     )
     assert r2.returncode == 1, r2.stdout + r2.stderr
     text = r2.stdout + r2.stderr
-    assert "WRONG ANSWER" in text and "Q06" in text and "nvm_se1" in text
-    assert "nvm_base_sync" in text  # the configuration it was compared with
+    assert "WRONG ANSWER" in text and "Q06" in text and cfgs[1] in text
+    assert cfgs[0] in text  # the configuration it was compared with
     env2 = json.loads((out2 / "env.json").read_text())
     assert env2["load"] == {"nvm": "reused"}
     mism = json.loads((out2 / "mismatches.json").read_text())
-    assert [(m["query"], m["config"], m["reference"]) for m in mism] == [
-        (6, "nvm_se1", "nvm_base_sync")
-    ]
+    assert [(m["query"], m["config"], m["reference"]) for m in mism] == [(6, cfgs[1], cfgs[0])]
     assert "CORRECTNESS FAILED" in (out2 / "report.md").read_text()
-    assert (out2 / "answers" / "q06.nvm_se1.rep1.WRONG.json").is_file()
+    assert (out2 / "answers" / f"q06.{cfgs[1]}.rep1.WRONG.json").is_file()
