@@ -94,8 +94,9 @@ static const char *opt_file = "/dev/shm/nvmprefetch-bench.dat";
 static size_t opt_size = 1ull << 30;
 static int opt_runs = 5;
 static size_t opt_distance = 1024;
-static size_t opt_chunk = 64 * 1024;
-static unsigned int opt_ahead = 8;
+static size_t opt_chunk = 256 * 1024;
+static unsigned int opt_ahead = 16;
+static unsigned int opt_queue = 1023;
 static int opt_json;
 static int opt_cpu = -1;
 static unsigned int opt_work = 1;
@@ -147,9 +148,10 @@ static void usage(void)
 		"  --size N[K|M|G]  bytes to scan (default 1G)\n"
 		"  --runs N         runs per variant (default 5); median/min/max\n"
 		"  --distance N     inline prefetch distance in bytes (default 1024)\n"
-		"  --chunk N        helper job size in bytes (default 64K)\n"
+		"  --chunk N        helper job size in bytes (default 256K)\n"
 		"  --ahead N        helper jobs kept in front of the computation,\n"
-		"                   in chunks (default 8)\n"
+		"                   in chunks (default 16)\n"
+		"  --queue N        helper queue length (default 1023)\n"
 		"  --work N         mixing rounds per cache line (default 1)\n"
 		"  --locality N     helper prefetch hint 0..3 (default 3)\n"
 		"  --spin-ns N      helper idle spin before sleeping (default 50000)\n"
@@ -426,7 +428,7 @@ static void setup_helper(struct variant *v)
 	c.mode = v->mode;
 	c.locality = opt_locality;
 	c.spin_ns = opt_spin_ns;
-	c.queue_len = opt_ahead * 2 + 2;
+	c.queue_len = opt_queue;
 	c.log = nvmpf_log_discard;
 	int rc = nvmpf_create(&c, &v->pool);
 	if (rc != NVMPF_OK) {
@@ -461,6 +463,7 @@ int main(int argc, char **argv)
 		{ "distance", required_argument, NULL, 'd' },
 		{ "chunk", required_argument, NULL, 'c' },
 		{ "ahead", required_argument, NULL, 'a' },
+		{ "queue", required_argument, NULL, 'q' },
 		{ "work", required_argument, NULL, 'w' },
 		{ "locality", required_argument, NULL, 'l' },
 		{ "spin-ns", required_argument, NULL, 'S' },
@@ -479,6 +482,7 @@ int main(int argc, char **argv)
 		case 'd': opt_distance = parse_size(optarg); break;
 		case 'c': opt_chunk = parse_size(optarg); break;
 		case 'a': opt_ahead = (unsigned int)atoi(optarg); break;
+		case 'q': opt_queue = (unsigned int)atoi(optarg); break;
 		case 'w': opt_work = (unsigned int)atoi(optarg); break;
 		case 'l': opt_locality = atoi(optarg); break;
 		case 'S': opt_spin_ns = parse_size(optarg); break;
@@ -489,7 +493,8 @@ int main(int argc, char **argv)
 		}
 	}
 	if (opt_runs < 1 || opt_runs > MAX_RUNS || opt_size < LINE ||
-	    opt_chunk < LINE || opt_ahead < 1 || opt_locality < 0 || opt_locality > 3)
+	    opt_chunk < LINE || opt_ahead < 1 || opt_locality < 0 || opt_locality > 3 ||
+	    opt_queue < 1 || opt_queue >= (1u << 24))
 		usage();
 	opt_size &= ~(size_t)(LINE - 1);
 
@@ -555,11 +560,11 @@ int main(int argc, char **argv)
 	double base = median(variants[0].ns_line, opt_runs);
 	if (opt_json) {
 		printf("{\n  \"file\": \"%s\",\n  \"size\": %zu,\n  \"runs\": %d,\n"
-		       "  \"chunk\": %zu,\n  \"ahead\": %u,\n  \"distance\": %zu,\n"
+		       "  \"chunk\": %zu,\n  \"ahead\": %u,\n  \"queue\": %u,\n  \"distance\": %zu,\n"
 		       "  \"work\": %u,\n  \"cpu\": %d,\n  \"pmd_mapped_pct\": %.1f,\n"
 		       "  \"backing\": \"%s\",\n  \"loadavg_before\": \"%s\",\n"
 		       "  \"loadavg_after\": \"%s\",\n  \"checksum_ok\": %s,\n  \"results\": [\n",
-		       opt_file, opt_size, opt_runs, opt_chunk, opt_ahead, opt_distance,
+		       opt_file, opt_size, opt_runs, opt_chunk, opt_ahead, opt_queue, opt_distance,
 		       opt_work, cpu, pmd_pct, backing, load0, load1,
 		       bad_sum ? "false" : "true");
 		int first = 1;
@@ -601,8 +606,8 @@ int main(int argc, char **argv)
 	} else {
 		printf("file %s: %zu MiB, %s\n", opt_file, opt_size >> 20, backing);
 		printf("computation on CPU %d; %d runs per variant, fresh mapping each run; "
-		       "chunk %zu KiB, ahead %u chunks, inline distance %zu B, work %u\n",
-		       cpu, opt_runs, opt_chunk >> 10, opt_ahead, opt_distance, opt_work);
+		       "chunk %zu KiB, ahead %u chunks, queue %u, inline distance %zu B, work %u\n",
+		       cpu, opt_runs, opt_chunk >> 10, opt_ahead, opt_queue, opt_distance, opt_work);
 		printf("load average before %s, after %s\n", load0, load1);
 		printf("%-12s %8s %8s %8s %6s %8s %11s  %s\n", "variant", "ns/line", "min",
 		       "max", "ratio", "cpu/line", "helper CPU", "notes");
