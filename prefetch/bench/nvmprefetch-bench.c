@@ -23,7 +23,8 @@
  *
  * Reported per variant: ns per cache line (median of --runs, min, max), the
  * ratio of the median to no-prefetch, the computation thread's own CPU time
- * per line (differs from wall time when the machine is shared), and the
+ * per line (differs from wall time when the machine is shared), its
+ * context switches per run (blocked in the kernel / preempted), and the
  * helpers' CPU time per run (not included in ns/line; the producer's
  * enqueue time is).  Runs are
  * interleaved across variants so drift affects all alike.  Every run's
@@ -41,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <time.h>
@@ -66,6 +68,7 @@ struct variant {
 	nvmpf_pool *pool;
 	double ns_line[MAX_RUNS];
 	double cpu_ns_line[MAX_RUNS]; /* computation thread's CPU time */
+	double vcsw[MAX_RUNS], ivcsw[MAX_RUNS]; /* its context switches */
 	double helper_cpu_ms[MAX_RUNS];
 	uint64_t jobs[MAX_RUNS], dropped[MAX_RUNS], skipped[MAX_RUNS];
 	char effective[64];
@@ -268,6 +271,8 @@ static double run_once(struct variant *v, int fd, uint64_t *sum, int r)
 		if (m != MAP_FAILED)
 			madvise(m, opt_size, MADV_POPULATE_READ);
 	}
+	struct rusage ru0, ru1;
+	getrusage(RUSAGE_THREAD, &ru0);
 	double c0 = thread_cpu_s();
 	double t0 = now_s();
 	if (v->kind != K_PREMAPPED)
@@ -310,6 +315,9 @@ static double run_once(struct variant *v, int fd, uint64_t *sum, int r)
 	}
 	double t1 = now_s();
 	v->cpu_ns_line[r] = (thread_cpu_s() - c0) * 1e9 / (double)(opt_size / LINE);
+	getrusage(RUSAGE_THREAD, &ru1);
+	v->vcsw[r] = (double)(ru1.ru_nvcsw - ru0.ru_nvcsw);
+	v->ivcsw[r] = (double)(ru1.ru_nivcsw - ru0.ru_nivcsw);
 	if (v->pool) {
 		/* The mapping must outlive queued jobs (memory contract). */
 		nvmpf_drain(v->pool, -1);
@@ -585,9 +593,11 @@ int main(int argc, char **argv)
 			double med = median(v->ns_line, opt_runs);
 			printf(", \"ns_per_line_median\": %.4f, \"ns_per_line_min\": %.4f, "
 			       "\"ns_per_line_max\": %.4f, \"ratio_to_none\": %.4f, "
-			       "\"cpu_ns_per_line_median\": %.4f, \"runs_ns_per_line\": [",
+			       "\"cpu_ns_per_line_median\": %.4f, \"blocked_csw_median\": %.0f, "
+			       "\"preempted_csw_median\": %.0f, \"runs_ns_per_line\": [",
 			       med, minv(v->ns_line, opt_runs), maxv(v->ns_line, opt_runs), med / base,
-			       median(v->cpu_ns_line, opt_runs));
+			       median(v->cpu_ns_line, opt_runs), median(v->vcsw, opt_runs),
+			       median(v->ivcsw, opt_runs));
 			for (int r = 0; r < opt_runs; r++)
 				printf("%s%.4f", r ? ", " : "", v->ns_line[r]);
 			printf("]");
@@ -609,8 +619,8 @@ int main(int argc, char **argv)
 		       "chunk %zu KiB, ahead %u chunks, queue %u, inline distance %zu B, work %u\n",
 		       cpu, opt_runs, opt_chunk >> 10, opt_ahead, opt_queue, opt_distance, opt_work);
 		printf("load average before %s, after %s\n", load0, load1);
-		printf("%-12s %8s %8s %8s %6s %8s %11s  %s\n", "variant", "ns/line", "min",
-		       "max", "ratio", "cpu/line", "helper CPU", "notes");
+		printf("%-12s %8s %8s %8s %6s %8s %9s %11s  %s\n", "variant", "ns/line", "min",
+		       "max", "ratio", "cpu/line", "csw b/p", "helper CPU", "notes");
 		for (unsigned int i = 0; i < NVARIANTS; i++) {
 			struct variant *v = &variants[i];
 			if (!v->enabled)
@@ -631,9 +641,12 @@ int main(int argc, char **argv)
 					 (unsigned long long)v->skipped[0],
 					 (unsigned long long)v->dropped[0]);
 			}
-			printf("%-12s %8.2f %8.2f %8.2f %6.2f %8.2f %11s  %s\n", v->name, med,
+			char csw[32];
+			snprintf(csw, sizeof csw, "%.0f/%.0f", median(v->vcsw, opt_runs),
+				 median(v->ivcsw, opt_runs));
+			printf("%-12s %8.2f %8.2f %8.2f %6.2f %8.2f %9s %11s  %s\n", v->name, med,
 			       minv(v->ns_line, opt_runs), maxv(v->ns_line, opt_runs),
-			       med / base, median(v->cpu_ns_line, opt_runs), cpu_s, notes);
+			       med / base, median(v->cpu_ns_line, opt_runs), csw, cpu_s, notes);
 		}
 		if (bad_sum)
 			printf("ERROR: checksums differ between runs\n");

@@ -248,7 +248,7 @@ NVMPF_API int nvmpf_enqueue_seq(nvmpf_pool *pool, const void *addr,
  * Declare every job with sequence number < seq stale (owner thread only):
  * typically the computation thread has reached that data itself, so
  * prefetching it would only compete with it.  Helpers skip such jobs, or
- * stop one in progress within 16 pages, and they count as done for
+ * stop one in progress before its next page, and they count as done for
  * nvmpf_drain (stats.jobs_skipped).  Lower values than an earlier call are
  * ignored.  Costs one store; returns NVMPF_OK, NVMPF_EINVAL or
  * NVMPF_ENOTOWNER.

@@ -46,7 +46,7 @@
 #define MAX_QUEUE_LEN ((1u << 24) - 1)
 #define DEFAULT_SPIN_NS 50000u
 #define STOP_CHECK_PAGES 256u     /* a job checks for destroy this often */
-#define STALE_CHECK_PAGES 16u     /* ... and for retirement this often */
+#define STALE_CHECK_PAGES 1u      /* ... and for retirement this often */
 #define POPULATE_CHUNK (1u << 20) /* bytes per madvise call */
 #define HELPER_STACK (256u * 1024u)
 
