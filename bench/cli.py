@@ -24,7 +24,7 @@ from types import FrameType
 
 from bench import build, cluster, cluster_cli, osuser, paths, ui
 
-PLUGINS: tuple[str, ...] = ("bench.testsuite.cli", "bench.tpch.cli")
+PLUGINS: tuple[str, ...] = ("bench.testsuite.cli", "bench.tpch.cli", "bench.micro.cli")
 
 
 class Terminated(KeyboardInterrupt):

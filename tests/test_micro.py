@@ -1,0 +1,59 @@
+"""Pure logic of ./pgnvm micro scan."""
+
+import pytest
+
+from bench.micro.scan import configs_for, parse_size_mb, render, summarize
+
+
+def test_configs_base_per_io_method_others_once():
+    cs = configs_for(["base", "se1", "se2"], ["sync", "worker"])
+    assert [c.name for c in cs] == ["base_sync", "base_worker", "se1", "se2"]
+    assert cs[0].settings == {"io_method": "sync"}
+    assert cs[2].engine == "se1"
+
+
+@pytest.mark.parametrize(
+    ("text", "mb"), [("128MB", 128), ("16MB", 16), ("1GB", 1024), ("2g", 2048)]
+)
+def test_parse_size(text, mb):
+    assert parse_size_mb(text) == mb
+
+
+def test_parse_size_rejects_bare_numbers():
+    with pytest.raises(ValueError):
+        parse_size_mb("128")
+
+
+def _run(cfg, wall, pages="4k", workload="seqscan"):
+    return {
+        "pages": pages,
+        "workload": workload,
+        "config": cfg,
+        "wall_s": wall,
+        "utime_s": wall / 2,
+        "stime_s": wall / 4,
+        "minflt": 10,
+    }
+
+
+def test_summarize_medians_and_ratios_to_first_config():
+    runs = [_run("base", w) for w in (1.0, 3.0, 2.0)] + [_run("se1", w) for w in (1.0, 1.2, 0.8)]
+    rows = summarize(runs)
+    assert [r["config"] for r in rows] == ["base", "se1"]
+    assert (
+        rows[0]["wall_s"] == 2.0 and rows[0]["wall_s_min"] == 1.0 and rows[0]["wall_s_max"] == 3.0
+    )
+    assert rows[1]["ratio"] == pytest.approx(0.5)
+    assert "| 4k | seqscan | se1 |" in render(rows)
+
+
+def test_summarize_ratio_per_workload_and_pages():
+    runs = [
+        _run("base", 2.0, "2m", "index"),
+        _run("se2", 1.0, "2m", "index"),
+        _run("base", 4.0),
+        _run("se2", 4.0),
+    ]
+    rows = {(r["pages"], r["workload"], r["config"]): r for r in summarize(runs)}
+    assert rows[("2m", "index", "se2")]["ratio"] == pytest.approx(0.5)
+    assert rows[("4k", "seqscan", "se2")]["ratio"] == pytest.approx(1.0)
