@@ -256,8 +256,8 @@ NVMPF_API int nvmpf_enqueue_seq(nvmpf_pool *pool, const void *addr,
 NVMPF_API int nvmpf_retire(nvmpf_pool *pool, uint64_t seq);
 
 /*
- * Wait until every accepted job has been completed (for M3: by both stages,
- * or dropped at the hand-off).  timeout_ns < 0 waits forever.  Returns
+ * Wait until every accepted job has been completed, or skipped because it
+ * was retired (for M3: by both stages, or dropped at the hand-off).  timeout_ns < 0 waits forever.  Returns
  * NVMPF_OK, NVMPF_ETIMEDOUT, NVMPF_EINVAL or NVMPF_EFORKED.
  */
 NVMPF_API int nvmpf_drain(nvmpf_pool *pool, int64_t timeout_ns);

@@ -630,6 +630,12 @@ static int start_helper(struct nvmpf_pool *p, struct nvmpf_helper *h)
 	return NVMPF_OK;
 }
 
+/*
+ * Public: validate cfg, read the caller's affinity and home CPU, place the
+ * helpers (topology.c), allocate the queues, start the helpers with all
+ * signals blocked, wait until they run, optionally pin the caller, and log
+ * the fallback message (once) if the scheme was not honoured.
+ */
 int nvmpf_create(const nvmpf_config *cfg_in, nvmpf_pool **out)
 {
 	if (!out)
@@ -780,11 +786,14 @@ int nvmpf_create(const nvmpf_config *cfg_in, nvmpf_pool **out)
 	return NVMPF_OK;
 }
 
+/* Public: nvmpf_enqueue_seq without the sequence number. */
 int nvmpf_enqueue(nvmpf_pool *p, const void *addr, size_t len)
 {
 	return nvmpf_enqueue_seq(p, addr, len, NULL);
 }
 
+/* Public: raise the retirement horizon (owner only; one relaxed store, read
+ * by helpers before each job and each page). */
 int nvmpf_retire(nvmpf_pool *p, uint64_t seq)
 {
 	if (!p)
@@ -796,6 +805,11 @@ int nvmpf_retire(nvmpf_pool *p, uint64_t seq)
 	return NVMPF_OK;
 }
 
+/*
+ * Public hot path: check arguments and owner, publish the job in q1
+ * (lock-free, no allocation), count it, then one fence and a read of the
+ * sleep mask; a system call only if a helper sleeps.
+ */
 int nvmpf_enqueue_seq(nvmpf_pool *p, const void *addr, size_t len,
 		      uint64_t *seq_out)
 {
@@ -841,6 +855,8 @@ static bool drained(const struct nvmpf_pool *p)
 	return done1 >= target && done2 >= handed;
 }
 
+/* Public: poll drained() with back-off (spin, yield, 50 us sleeps) until
+ * done or timed out.  Helpers are not slowed down by a waiting drainer. */
 int nvmpf_drain(nvmpf_pool *p, int64_t timeout_ns)
 {
 	if (!p)
@@ -864,6 +880,7 @@ int nvmpf_drain(nvmpf_pool *p, int64_t timeout_ns)
 	}
 }
 
+/* Public: sum the single-writer counters of the pool and its helpers. */
 int nvmpf_get_stats(const nvmpf_pool *p, nvmpf_stats *st)
 {
 	if (!p || !st)
@@ -922,6 +939,8 @@ int nvmpf_get_info(const nvmpf_pool *p, nvmpf_info *info)
 	return NVMPF_OK;
 }
 
+/* Public: stop and join helpers (unless in a forked child, where they do
+ * not exist), restore the caller's affinity if we pinned it, free. */
 void nvmpf_destroy(nvmpf_pool *p)
 {
 	if (!p)

@@ -81,6 +81,7 @@ static long parse_num(const char **p)
 	return v;
 }
 
+/* Parse sysfs list syntax; rejects malformed input and CPUs >= CPU_SETSIZE. */
 int nvmpf_parse_cpulist(const char *s, cpu_set_t *set)
 {
 	CPU_ZERO(set);
@@ -287,6 +288,12 @@ static void assign(struct nvmpf_placement *pl, unsigned int n, const int *list,
 	}
 }
 
+/*
+ * Placement per scheme (see the table in README.md): build the sibling and
+ * other-core candidate lists for the home CPU among allowed+online CPUs,
+ * assign helpers, and on any deviation from the request record the
+ * fallback reason bits and compose the single message to log.
+ */
 int nvmpf_place(const nvmpf_config *cfg, const cpu_set_t *allowed,
 		int home, struct nvmpf_placement *pl)
 {
