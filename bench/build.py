@@ -52,6 +52,7 @@ CONTRIBS: tuple[str, ...] = (
     "pg_buffercache",
     "pg_stat_statements",
     "pageinspect",
+    "pgnvm",  # ours, from postgres/contrib/pgnvm
 )
 CONFIGURE_COMMON: tuple[str, ...] = (
     "--with-liburing",
@@ -254,16 +255,17 @@ def sync_overlay(
     overlay: dict[str, Path],
     tree: Path,
     chown: Callable[[Path], None] = lambda p: None,
+    subdir: str = "src",
 ) -> SyncResult:
-    """Make ``<tree>/src`` reflect ``overlay`` (rel path -> source file).
+    """Make ``<tree>/<subdir>`` reflect ``overlay`` (rel path -> source file).
 
     Copies only files whose content differs (so make's timestamps stay meaningful), keeps the
     pre-overlay version of each newly overlaid file in ``<tree>/.pgnvm/orig`` and restores it
     when the file leaves the overlay (with a fresh mtime, so make rebuilds it).
     """
     meta = tree / META
-    manifest_path = meta / "overlay.json"
-    orig_root = meta / "orig"
+    manifest_path = meta / ("overlay.json" if subdir == "src" else f"overlay-{subdir}.json")
+    orig_root = meta / "orig" if subdir == "src" else meta / f"orig-{subdir}"
     manifest: dict[str, dict] = {}
     if manifest_path.exists():
         manifest = json.loads(manifest_path.read_text())
@@ -285,7 +287,7 @@ def sync_overlay(
         os.replace(tmp, dst)
 
     for rel, src in overlay.items():
-        dst = tree / "src" / rel
+        dst = tree / subdir / rel
         data = src.read_bytes()
         mode = 0o755 if os.access(src, os.X_OK) else 0o644
         if rel not in manifest:
@@ -299,7 +301,7 @@ def sync_overlay(
             res.copied.append(rel)
 
     for rel in sorted(set(manifest) - set(overlay)):
-        dst = tree / "src" / rel
+        dst = tree / subdir / rel
         if manifest[rel].get("had_original"):
             backup = orig_root / rel
             write(dst, backup.read_bytes(), backup.stat().st_mode & 0o777)
@@ -462,13 +464,15 @@ def ensure_built(
         cenv = configure_env(flavour)
         cstamp = config_stamp(tarball.name, patches, args, cenv)
         overlay = overlay_files(paths.OVERLAY_DIR)
+        contrib_overlay = overlay_files(paths.CONTRIB_OVERLAY_DIR)
         jobs = make_jobs()
         steps = make_steps(jobs)
         isteps = install_steps()
         # -jN is machine-dependent and does not change the result: keep it out of the stamp.
         istamp = install_stamp(
             cstamp,
-            overlay_hashes(overlay),
+            overlay_hashes(overlay)
+            | {f"contrib/{k}": v for k, v in overlay_hashes(contrib_overlay).items()},
             [[a for a in s if not a.startswith("-j")] for s in steps + isteps],
         )
         meta = tree / META
@@ -504,24 +508,29 @@ def ensure_built(
             )
             for p in patch_files:
                 b.run(
-                    ["patch", "-p1", "--forward", "--batch"],
+                    ["patch", "-p1", "--forward", "--batch", "--no-backup-if-mismatch"],
                     f"apply patch {p.name}",
                     stdin=p.read_bytes(),
                 )
             osuser.ensure_dir(meta)
             res = sync_overlay(overlay, tree, osuser.chown_to_server)
-            if res.copied:
-                ui.info(f"   overlay: copied {len(res.copied)} file(s) from postgres/src")
+            cres = sync_overlay(contrib_overlay, tree, osuser.chown_to_server, "contrib")
+            if res.copied or cres.copied:
+                ui.info(
+                    f"   overlay: copied {len(res.copied)} file(s) from postgres/src, "
+                    f"{len(cres.copied)} from postgres/contrib"
+                )
             b.run(["./configure", *args], f"configure ({flavour})", env_extra=cenv)
             _write_stamp(meta / "config.stamp", cstamp)
         else:
             with open(log, "ab") as f:
                 f.write(f"\n### incremental build {time.ctime()}\n".encode())
             res = sync_overlay(overlay, tree, osuser.chown_to_server)
+            cres = sync_overlay(contrib_overlay, tree, osuser.chown_to_server, "contrib")
             for kind, items in (
-                ("copied", res.copied),
-                ("reverted", res.reverted),
-                ("removed", res.removed),
+                ("copied", res.copied + [f"contrib/{c}" for c in cres.copied]),
+                ("reverted", res.reverted + [f"contrib/{c}" for c in cres.reverted]),
+                ("removed", res.removed + [f"contrib/{c}" for c in cres.removed]),
             ):
                 if items:
                     ui.info(f"   overlay {kind}: {', '.join(items)}")

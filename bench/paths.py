@@ -25,6 +25,8 @@ REPO_ROOT: Path = Path(__file__).resolve().parent.parent
 PATCHES_DIR: Path = REPO_ROOT / "postgres" / "patches"
 #: Files copied over the tree's src/ (postgres/src/X -> <tree>/src/X).
 OVERLAY_DIR: Path = REPO_ROOT / "postgres" / "src"
+#: Our contrib modules, copied over ``<tree>/contrib``.
+CONTRIB_OVERLAY_DIR: Path = REPO_ROOT / "postgres" / "contrib"
 
 FLAVOURS: tuple[str, ...] = ("release", "check")
 

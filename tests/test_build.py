@@ -252,6 +252,25 @@ def test_sync_reverts_removed_files(tmp_path: Path) -> None:
     assert not build.sync_overlay(build.overlay_files(ov_dir), tree).changed
 
 
+def test_sync_contrib_subdir_has_its_own_manifest(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    (tree / "src").mkdir(parents=True)
+    (tree / "contrib").mkdir()
+    src_ov = _overlay(tmp_path / "ov", {"x.c": "src side"})
+    contrib_ov = _overlay(tmp_path / "cov", {"pgnvm/pgnvm.c": "contrib side"})
+    build.sync_overlay(src_ov, tree)
+    res = build.sync_overlay(contrib_ov, tree, subdir="contrib")
+    assert res.copied == ["pgnvm/pgnvm.c"]
+    assert (tree / "contrib" / "pgnvm" / "pgnvm.c").read_text() == "contrib side"
+    # syncing src again does not consider the contrib files its own (nothing removed)
+    assert not build.sync_overlay(build.overlay_files(tmp_path / "ov"), tree).changed
+    # removing the contrib file removes it from the tree
+    (tmp_path / "cov" / "pgnvm" / "pgnvm.c").unlink()
+    res = build.sync_overlay(build.overlay_files(tmp_path / "cov"), tree, subdir="contrib")
+    assert res.removed == ["pgnvm/pgnvm.c"]
+    assert not (tree / "contrib" / "pgnvm" / "pgnvm.c").exists()
+
+
 def test_sync_calls_chown_on_written_files(tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     (tree / "src").mkdir(parents=True)
@@ -292,6 +311,7 @@ def fake_repo(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     overlay.mkdir()
     monkeypatch.setattr(paths, "PATCHES_DIR", patches)
     monkeypatch.setattr(paths, "OVERLAY_DIR", overlay)
+    monkeypatch.setattr(paths, "CONTRIB_OVERLAY_DIR", tmp_path / "contrib-overlay")
     src = home / "src"
     src.mkdir(parents=True)
     (src / "postgresql-18_18.6.orig.tar.bz2").write_bytes(b"not really")
@@ -335,7 +355,7 @@ def test_ensure_built_full_then_noop_then_incremental(fake_repo, home: Path) -> 
     build.ensure_built("release")
     assert [c[0] for c in rec.cmds][:4] == ["tar", "patch", "patch", "./configure"]
     # applied in sorted order, each fed on stdin with -p1 --forward --batch
-    assert rec.cmds[1] == ["patch", "-p1", "--forward", "--batch"]
+    assert rec.cmds[1] == ["patch", "-p1", "--forward", "--batch", "--no-backup-if-mismatch"]
 
 
 def test_ensure_built_failed_patch_names_it(fake_repo, monkeypatch: pytest.MonkeyPatch) -> None:
