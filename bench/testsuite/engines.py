@@ -25,6 +25,7 @@ def probe(bindir: Path, engine: str) -> tuple[bool, str]:
     tmp = Path(tempfile.mkdtemp(prefix="pgnvm-probe-"))
     try:
         (tmp / "postgresql.conf").write_text("")
+        (tmp / "postgresql.auto.conf").write_text("")  # else a LOG line says it is missing
         osuser.chown_to_server(tmp, recursive=True)
         ran = proc.run(
             [
@@ -40,7 +41,9 @@ def probe(bindir: Path, engine: str) -> tuple[bool, str]:
             as_server=True,
         )
         out = ran.output.strip()
-        return ran.returncode == 0 and out == engine, out
+        lines = out.splitlines()
+        # -C prints the value as the last line; log lines may precede it
+        return ran.returncode == 0 and bool(lines) and lines[-1].strip() == engine, out
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
