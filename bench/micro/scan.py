@@ -161,8 +161,8 @@ class Bench:
         marker = f"{SCHEMA_VERSION}:{rows}"
         with psycopg.connect(c.conninfo(), autocommit=True) as conn:
             have = conn.execute(
-                "SELECT obj_description('micro_t'::regclass) FROM pg_class"
-                " WHERE relname = 'micro_t'"
+                "SELECT obj_description(oid, 'pg_class') FROM pg_class"
+                " WHERE relname = 'micro_t' AND relnamespace = 'public'::regnamespace"
             ).fetchone()
             if have and have[0] == marker:
                 return
@@ -173,7 +173,7 @@ class Bench:
                 " WITH (autovacuum_enabled = off)"
             )
             conn.execute(
-                "INSERT INTO micro_t SELECT g, g % 1000, repeat('x', 200)"
+                "INSERT INTO micro_t SELECT g, g %% 1000, repeat('x', 200)"
                 " FROM generate_series(1, %s) g",
                 (rows,),
             )
