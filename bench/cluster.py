@@ -290,6 +290,17 @@ def _alive(pid: int) -> bool:
     return _proc_state(pid) not in ("Z", "X")
 
 
+def _reaped_or_ours(pid: int) -> bool:
+    """Whether ``pid`` has left the process table, or is a zombie that only this process
+    (its parent) can reap."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    fields_ = stat.rsplit(")", 1)[1].split()
+    return fields_[0] in ("Z", "X") and int(fields_[1]) == os.getpid()
+
+
 def _children(pid: int) -> list[int]:
     out = []
     for d in Path("/proc").iterdir():
@@ -302,6 +313,49 @@ def _children(pid: int) -> list[int]:
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
         if ppid == pid:
             out.append(int(d.name))
+    return out
+
+
+def holds_datadir(datadir: str, cwd: str | None, cmdline: list[str], comm: str) -> bool:
+    """Whether a process (its cwd, argv and /proc comm) is a server process of ``datadir``
+    (a resolved path). Only PostgreSQL processes qualify (comm or argv[0] says
+    ``postgres``; a backend's argv[0] is its process title, ``postgres: ...``), never e.g.
+    a shell that happens to sit in the directory. Every server process chdirs into its
+    data directory, and a backend forked by a dying postmaster inherits that cwd; the
+    postmaster's argv names the directory too (``postgres -D <datadir>``)."""
+    if "postgres" not in comm and not (cmdline and "postgres" in cmdline[0]):
+        return False
+    if cwd is not None and (cwd == datadir or cwd.startswith(datadir + "/")):
+        return True
+    for i, a in enumerate(cmdline):
+        if a == "-D" and i + 1 < len(cmdline) and cmdline[i + 1].rstrip("/") == datadir:
+            return True
+        if a.startswith("-D") and len(a) > 2 and a[2:].rstrip("/") == datadir:
+            return True
+    return False
+
+
+def _proc_comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def datadir_processes(datadir: Path) -> list[int]:
+    """Live (non-zombie) server processes of ``datadir``, see :func:`holds_datadir`."""
+    real = os.path.realpath(datadir)
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        pid = int(d.name)
+        try:
+            cwd: str | None = os.readlink(d / "cwd")
+        except OSError:  # gone, a zombie, or not ours to look at
+            cwd = None
+        if holds_datadir(real, cwd, _proc_cmdline(pid), _proc_comm(pid)) and _alive(pid):
+            out.append(pid)
     return out
 
 
@@ -598,6 +652,9 @@ class Cluster:
             pidfile.unlink(missing_ok=True)
 
     def _clear_stale(self) -> None:
+        """Before a start: stop a server still running on this data directory (or a running
+        server of this very cluster found on its port), remove a zombie's lock file; refuse
+        to start when the port belongs to anything else."""
         pid = self.pid()
         if pid is not None:
             ui.notice(
@@ -609,23 +666,33 @@ class Cluster:
         if not port_in_use(self.spec.port):
             return
         for other in Cluster.all():
-            if other.spec.port == self.spec.port and other.is_running():
-                ui.notice(
-                    f"port {self.spec.port} is used by cluster {other.spec.name} "
-                    f"(pid {other.pid()}); stopping it (immediate)"
+            if other.spec.port != self.spec.port or not other.is_running():
+                continue
+            if other.spec.name != self.spec.name and other.datadir != self.datadir:
+                raise ClusterError(
+                    f"port {self.spec.port} is in use by the running cluster "
+                    f"{other.spec.name} (pid {other.pid()}, {other.datadir}); stop it "
+                    f"(./pgnvm cluster stop --name {other.spec.name}) or give "
+                    f"{self.spec.name} another --port"
                 )
-                other.stop("immediate")
+            ui.notice(
+                f"port {self.spec.port} is used by a stale server of cluster "
+                f"{other.spec.name} (pid {other.pid()}); stopping it (immediate)"
+            )
+            other.stop("immediate")
         for _ in range(50):
             if not port_in_use(self.spec.port):
                 return
             time.sleep(0.1)
         raise ClusterError(
-            f"port {self.spec.port} is in use by a process that is not a pgnvm "
-            "cluster; pick another --port"
+            f"port {self.spec.port} is in use by a process that is not a running cluster "
+            "of this PGNVM_HOME; pick another --port"
         )
 
     def start(self, wait: bool = True) -> None:
-        """pg_ctl start (-w); stale servers on the same datadir or port are stopped first."""
+        """pg_ctl start (-w). A stale server of this cluster (same data directory, or same
+        name on the same port) is stopped first; a port held by another cluster or process
+        is an error naming it, never a reason to stop someone else's server."""
         self._check_built()
         if not self.is_initialized():
             raise ClusterError(
@@ -666,23 +733,49 @@ class Cluster:
             self._stop_pid(pid, mode)
         _started.pop(self.spec.name, None)
 
-    def kill9(self) -> None:
-        """Simulated crash: SIGKILL the postmaster, then every remaining child of it."""
+    def kill9(self, timeout: float = 60.0) -> int:
+        """Simulated crash: SIGKILL the postmaster and every process of this data directory;
+        returns how many processes were killed.
+
+        The postmaster is frozen (SIGSTOP, waited for) first so it forks nothing new while
+        its children are collected. Then, until nothing is left: SIGKILL every live process
+        that is a child of the postmaster, has its cwd in the data directory, or is a
+        postmaster of it by argv (a backend forked just before the freeze may not show up as
+        a child yet, and outlives its postmaster otherwise). Returns only when the
+        postmaster's pid has left the process table (a killed postmaster stays a zombie
+        until its reaper, which can take seconds, gets to it; while it is one, postgres
+        refuses to start: "lock file already exists") and no process holds the data
+        directory, so the next start() finds nothing of the old server. A zombie whose
+        parent is this very process counts as gone: only we can reap it."""
         pid = self.pid()
-        if pid is None:
-            return
-        try:
-            os.kill(pid, signal.SIGSTOP)  # freeze: no new children while we look
-        except ProcessLookupError:
-            return
-        kids = _children(pid)
-        for p in [pid, *kids]:
+        killed: set[int] = set()
+        if pid is not None:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(p, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(_alive(p) for p in [pid, *kids]):
+                os.kill(pid, signal.SIGSTOP)  # freeze: no new children while we look
+            deadline = time.monotonic() + 2
+            while time.monotonic() < deadline and _proc_state(pid) not in (None, "T", "Z"):
+                time.sleep(0.005)
+        deadline = time.monotonic() + timeout
+        while True:
+            targets = set(datadir_processes(self.datadir))
+            if pid is not None and _alive(pid):
+                targets |= {pid, *(k for k in _children(pid) if _alive(k))}
+            for p in targets:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p, signal.SIGKILL)
+            killed |= targets
+            pm_gone = pid is None or _reaped_or_ours(pid)
+            if not targets and pm_gone:
+                break
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"cluster {self.spec.name}: the killed server did not go away within "
+                    f"{timeout:.0f}s (postmaster {pid} gone: {pm_gone}; still alive: "
+                    f"{sorted(targets)})"
+                )
             time.sleep(0.02)
         _started.pop(self.spec.name, None)
+        return len(killed)
 
     def psql(
         self, *args: str, dbname: str = "postgres", check: bool = True, capture: bool = True

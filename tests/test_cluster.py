@@ -266,6 +266,86 @@ def test_kill9_kills_postmaster_and_children(home: Path, tmp_path: Path) -> None
     assert not c.is_running()
 
 
+def test_holds_datadir() -> None:
+    d = "/mnt/pgnvm/nvm/x/data"
+    backend = ["postgres: pgnvm postgres [local] idle"]
+    assert cl.holds_datadir(d, d, backend, "postgres")
+    assert cl.holds_datadir(d, d + "/base", backend, "postgres")
+    assert not cl.holds_datadir(d, "/mnt/pgnvm/nvm/x/data2", backend, "postgres")
+    assert not cl.holds_datadir(d, "/elsewhere", backend, "postgres")
+    assert not cl.holds_datadir(d, None, backend, "postgres")  # zombie / gone: no cwd
+    # the postmaster by its argv, even where its cwd cannot be read
+    pm = ["/x/bin/postgres", "-D", d + "/"]
+    assert cl.holds_datadir(d, None, pm, "postgres")
+    assert cl.holds_datadir(d, None, ["/x/bin/postgres", f"-D{d}"], "postgres")
+    assert not cl.holds_datadir(d, None, ["/x/bin/postgres", "-D", "/other"], "postgres")
+    # a shell, psql or pg_ctl sitting in the directory is not a server process
+    assert not cl.holds_datadir(d, d, ["bash"], "bash")
+    assert not cl.holds_datadir(d, d, ["/x/bin/psql", "-D", d], "psql")
+    # argv[0] rewritten (process title) but comm still postgres, and vice versa
+    assert cl.holds_datadir(d, d, ["walwriter"], "postgres")
+    assert cl.holds_datadir(d, d, ["postgres: checkpointer"], "sleep")
+
+
+def test_kill9_kills_stragglers_holding_the_datadir(home: Path, tmp_path: Path) -> None:
+    """A backend that outlived its postmaster (forked during the freeze, reparented) is
+    found by its cwd and killed; a non-server process in the directory is left alone."""
+    c = Cluster(ClusterSpec(name="k2", data_root=str(tmp_path)))
+    c.datadir.mkdir(parents=True)
+    pm = _fake_postmaster()
+    (c.datadir / "postmaster.pid").write_text(f"{pm.pid}\n{c.datadir}\n")
+    straggler = subprocess.Popen(
+        ["bash", "-c", "exec -a 'postgres: pgnvm postgres [local] idle' sleep 300"],
+        cwd=c.datadir,
+        start_new_session=True,
+    )
+    bystander = subprocess.Popen(["sleep", "300"], cwd=c.datadir, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 5
+        while straggler.pid not in cl.datadir_processes(c.datadir):
+            assert time.monotonic() < deadline, "straggler not found by its cwd"
+            time.sleep(0.02)
+        assert bystander.pid not in cl.datadir_processes(c.datadir)
+        assert c.kill9(timeout=10) == 4  # postmaster, its 2 children, the straggler
+        assert straggler.wait(timeout=5) == -9 and pm.wait(timeout=5) == -9
+        assert bystander.poll() is None
+        assert cl.datadir_processes(c.datadir) == [] and not c.is_running()
+        assert c.kill9(timeout=1) == 0  # nothing left: a no-op
+    finally:
+        for p in (pm, straggler, bystander):
+            p.kill()
+            p.wait()
+
+
+def _listen() -> socket.socket:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    return s
+
+
+def test_start_refuses_a_port_held_by_another_cluster(home: Path, tmp_path: Path) -> None:
+    sock = _listen()
+    port = sock.getsockname()[1]
+    pm = _fake_postmaster()
+    try:
+        other = Cluster(ClusterSpec(name="tpch-x", port=port, data_root=str(tmp_path / "o")))
+        other.datadir.mkdir(parents=True)
+        (other.datadir / "postmaster.pid").write_text(f"{pm.pid}\n")
+        other.save()
+        me = Cluster(ClusterSpec(name="me", port=port, data_root=str(tmp_path / "m")))
+        me.datadir.mkdir(parents=True)
+        with pytest.raises(ClusterError, match=r"running cluster tpch-x .*--port"):
+            me._clear_stale()
+        assert pm.poll() is None and other.is_running()  # untouched
+        sock.close()  # the port is free again: nothing to refuse
+        me._clear_stale()
+    finally:
+        sock.close()
+        pm.kill()
+        pm.wait()
+
+
 def test_port_in_use() -> None:
     s = socket.socket()
     s.bind(("127.0.0.1", 0))

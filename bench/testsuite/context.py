@@ -66,7 +66,7 @@ class RunState:
 
 def pick_port(start: int, taken: set[int]) -> int:
     """A port for a test cluster that no other pgnvm cluster is configured for and nothing
-    listens on (starting a cluster stops whatever *cluster* holds its port)."""
+    listens on (starting a cluster on a port another cluster holds is refused)."""
     known = {c.spec.port for c in clu.Cluster.all() if not c.spec.name.startswith(NAME_PREFIX)}
     for port in range(start, start + 500):
         if port in taken or port in known or clu.port_in_use(port):

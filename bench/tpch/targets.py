@@ -144,8 +144,8 @@ class Target:
         self.engine = engine
 
     def start(self) -> None:
-        """Start the server on a free port. Cluster.start() stops any other pgnvm cluster
-        that holds the port (immediate): never take a port someone else is using."""
+        """Start the server on a free port: never take a port someone else is using
+        (Cluster.start() refuses a port another cluster holds)."""
         if not self.cluster.is_running() and clu.port_in_use(self.port):
             old = self.port
             while clu.port_in_use(self.port):

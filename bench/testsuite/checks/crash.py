@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import random
-import signal
 import threading
 import time
-from pathlib import Path
 
 import psycopg
 
@@ -54,43 +51,6 @@ def _recorder(
         pass  # the server was killed under us: expected
     except BaseException as e:
         errors.append(e)
-
-
-def _server_processes(datadir: Path) -> list[int]:
-    """PIDs of live processes whose cwd is ``datadir``: every PostgreSQL server process
-    chdirs into its data directory, so this finds backends that outlived their postmaster."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            with contextlib.suppress(OSError):
-                if os.readlink(d / "cwd") == str(datadir):
-                    out.append(int(d.name))
-    return out
-
-
-def finish_crash(env: EngineEnv, postmaster: int | None, timeout: float = 60) -> int:
-    """Complete a simulated crash: SIGKILL stragglers of the killed server and wait until
-    they and the postmaster have left the process table (a zombie postmaster still holds
-    its pid, and the next postmaster would refuse to start: "lock file already exists").
-    Returns how many stragglers had to be killed."""
-    datadir = env.cluster.datadir.resolve()
-    killed: set[int] = set()
-    deadline = time.monotonic() + timeout
-    while True:
-        left = _server_processes(datadir)
-        for pid in left:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            killed.add(pid)
-        pm_present = postmaster is not None and Path(f"/proc/{postmaster}").exists()
-        if not left and not pm_present:
-            return len(killed)
-        if time.monotonic() > deadline:
-            raise CheckFailed(
-                f"the killed server did not go away within {timeout:.0f}s "
-                f"(postmaster {postmaster} present: {pm_present}; left: {left})"
-            )
-        time.sleep(0.05)
 
 
 def _consistency(env: EngineEnv) -> str:
@@ -154,9 +114,8 @@ def crash(env: EngineEnv, limit: float) -> str:
                 raise CheckFailed(f"round {rnd}: pgbench exited early:\n{bench.output()[-2000:]}")
             if not rec.is_alive():
                 raise CheckFailed(f"round {rnd}: the ack recorder stopped early: {errors}")
-            postmaster = env.cluster.pid()
-            env.cluster.kill9()
-            stragglers = finish_crash(env, postmaster)
+            # kills every process of the data directory and waits until they are gone
+            killed = env.cluster.kill9()
             stop.set()
             rec.join(timeout=30)
             if rec.is_alive():
@@ -194,8 +153,7 @@ def crash(env: EngineEnv, limit: float) -> str:
         all_acked += acked
         notes.append(
             f"r{rnd}: kill@{delay:.1f}s {verdict.checked} acked, "
-            f"{len(present) - verdict.checked} unacked-but-committed"
-            + (f", {stragglers} stragglers killed" if stragglers else "")
+            f"{len(present) - verdict.checked} unacked-but-committed, {killed} processes killed"
         )
 
     # every acknowledged id of every round, once more after all crashes
