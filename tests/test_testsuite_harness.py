@@ -14,31 +14,38 @@ from bench.testsuite.runner import Interrupted, run_one
 
 
 def test_select_everything_by_default() -> None:
-    run_pytest, checks = registry.select(None)
-    assert run_pytest
+    global_checks, checks = registry.select(None)
+    assert global_checks == ["prefetch", "pytest"]  # pytest last
     assert [c.name for c in checks] == [
         "regress",
+        "pgnvm_ext",
         "isolation",
         "amcheck",
         "truncated",
         "enospc",
         "differential",
         "strace",
+        "redirect",
+        "cow",
+        "stress",
         "crash",
     ]
 
 
 def test_select_only() -> None:
-    run_pytest, checks = registry.select(["crash", "regress"])
-    assert not run_pytest
+    global_checks, checks = registry.select(["crash", "regress", "pytest"])
+    assert global_checks == ["pytest"]
     assert [c.name for c in checks] == ["regress", "crash"]  # registry order, not argv order
-    assert registry.select(["pytest"]) == (True, [])
+    assert registry.select(["pytest", "prefetch"]) == (["prefetch", "pytest"], [])
+    assert registry.select(["cow"])[0] == []
     with pytest.raises(ValueError, match="bogus"):
         registry.select(["bogus"])
 
 
 def test_every_check_has_a_time_limit() -> None:
     assert all(0 < c.limit <= 15 * 60 for c in registry.ENGINE_CHECKS)
+    assert all(0 < g.limit <= 30 * 60 for g in registry.GLOBAL_CHECKS)
+    assert set(registry.GLOBAL_LIMITS) == {g.name for g in registry.GLOBAL_CHECKS}
 
 
 def test_cli_parses_options() -> None:

@@ -20,7 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "tmpfs with shared_buffers=16MB and data checksums. Prints one line per check and "
         "'N passed, M failed'; exits non-zero if any check failed. Checks: "
         + "; ".join(f"{c.name}: {c.doc}" for c in registry.ENGINE_CHECKS)
-        + "; pytest: pytest -q tests (once).",
+        + "".join(f"; {g.name}: {g.doc} (once)" for g in registry.GLOBAL_CHECKS)
+        + ".",
     )
     p.add_argument(
         "--engines",
@@ -43,7 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--seed",
         type=int,
         default=None,
-        help="seed of the crash check's kill timing (default: random, printed)",
+        help="seed of the crash check's kill timing, the stress check's transaction sequences "
+        "and the random lookups (default: random, printed)",
     )
     p.add_argument(
         "--no-build",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,6 +134,23 @@ class EngineEnv:
     def restart(self, mode: str = "fast") -> None:
         self.cluster.stop(mode)
         self.cluster.start()
+
+    @contextlib.contextmanager
+    def extra_settings(self, settings: dict[str, str]) -> Iterator[None]:
+        """Server settings for one check: written to the cluster's pgnvm.conf now (they take
+        effect at the next restart, or reload for reloadable ones), the usual ones written
+        back afterwards and reloaded, also when the check fails."""
+        usual = dict(self.spec.settings)
+        self.spec.settings = {**usual, **settings}
+        self.cluster.init()  # same spec but the settings: rewrites pgnvm.conf only
+        try:
+            yield
+        finally:
+            self.spec.settings = usual
+            self.cluster.init()
+            if self.cluster.is_running():
+                with contextlib.suppress(psycopg.Error), self.connect() as c:
+                    c.execute("SELECT pg_reload_conf()")
 
     # ---- SQL
 

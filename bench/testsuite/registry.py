@@ -6,11 +6,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bench.testsuite.checks.amcheck import amcheck
+from bench.testsuite.checks.cow import cow
 from bench.testsuite.checks.crash import crash
 from bench.testsuite.checks.differential import differential
 from bench.testsuite.checks.enospc import enospc
-from bench.testsuite.checks.pgsuites import isolation, regress
+from bench.testsuite.checks.pgsuites import isolation, pgnvm_ext, regress
+from bench.testsuite.checks.redirect import redirect
 from bench.testsuite.checks.strace_check import strace
+from bench.testsuite.checks.stress import stress
 from bench.testsuite.checks.truncated import truncated
 from bench.testsuite.context import EngineEnv
 
@@ -27,28 +30,51 @@ class CheckDef:
 
 ENGINE_CHECKS: tuple[CheckDef, ...] = (
     CheckDef("regress", regress, 15 * 60, "make installcheck-parallel (src/test/regress)"),
+    CheckDef("pgnvm_ext", pgnvm_ext, 5 * 60, "make installcheck (contrib/pgnvm)"),
     CheckDef("isolation", isolation, 15 * 60, "make installcheck (src/test/isolation)"),
     CheckDef("amcheck", amcheck, 10 * 60, "pg_amcheck of the regression databases"),
     CheckDef("truncated", truncated, 5 * 60, "relation file truncated behind the server"),
     CheckDef("enospc", enospc, 5 * 60, "tablespace on a full tmpfs (root only)"),
     CheckDef("differential", differential, 15 * 60, "query digests identical to base"),
     CheckDef("strace", strace, 5 * 60, "no pread of relation files in a seq scan (se1+)"),
+    CheckDef("redirect", redirect, 5 * 60, "se2 scans redirect buffers (none elsewhere)"),
+    CheckDef("cow", cow, 5 * 60, "se2 copy-on-write: the file changes only at write-back"),
+    CheckDef("stress", stress, 6 * 60, "concurrent writers/readers/VACUUM; digest = base's"),
     CheckDef("crash", crash, 10 * 60, "kill -9 under load; acknowledged commits survive"),
 )
-#: Checks that run once, not per engine.
-GLOBAL_CHECKS: tuple[str, ...] = ("pytest",)
+
+
+@dataclass(frozen=True)
+class GlobalDef:
+    name: str
+    limit: float  # seconds
+    doc: str
+
+
+#: Checks that run once, not per engine, after the engines' checks, in this order.
 #: tests/ holds end-to-end tests of other commands too (tpch builds the release flavour on a
-#: fresh machine), hence the generous limit.
-PYTEST_LIMIT = 30 * 60
+#: fresh machine), hence pytest's generous limit.
+GLOBAL_CHECKS: tuple[GlobalDef, ...] = (
+    GlobalDef("prefetch", 10 * 60, "make -C prefetch test tsan-test (libnvmprefetch)"),
+    GlobalDef("pytest", 30 * 60, "pytest -q tests"),
+)
+GLOBAL_LIMITS: dict[str, float] = {g.name: g.limit for g in GLOBAL_CHECKS}
 
-ALL_NAMES: tuple[str, ...] = (*GLOBAL_CHECKS, *(c.name for c in ENGINE_CHECKS))
+ALL_NAMES: tuple[str, ...] = (
+    *(g.name for g in GLOBAL_CHECKS),
+    *(c.name for c in ENGINE_CHECKS),
+)
 
 
-def select(only: list[str] | None) -> tuple[bool, list[CheckDef]]:
-    """(run pytest?, engine checks) for ``--only`` names (None: everything)."""
+def select(only: list[str] | None) -> tuple[list[str], list[CheckDef]]:
+    """(global checks to run, engine checks) for ``--only`` names (None: everything), each
+    in registry order."""
     if not only:
-        return True, list(ENGINE_CHECKS)
+        return [g.name for g in GLOBAL_CHECKS], list(ENGINE_CHECKS)
     unknown = [n for n in only if n not in ALL_NAMES]
     if unknown:
         raise ValueError(f"unknown check(s) {', '.join(unknown)}; known: {', '.join(ALL_NAMES)}")
-    return "pytest" in only, [c for c in ENGINE_CHECKS if c.name in only]
+    return (
+        [g.name for g in GLOBAL_CHECKS if g.name in only],
+        [c for c in ENGINE_CHECKS if c.name in only],
+    )

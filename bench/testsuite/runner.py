@@ -17,6 +17,7 @@ from bench import build, osuser, paths, ui
 from bench import cluster as clu
 from bench.testsuite import engines as engines_mod
 from bench.testsuite import model, proc, registry
+from bench.testsuite.checks.prefetch_check import prefetch_check
 from bench.testsuite.checks.pytest_check import pytest_check
 from bench.testsuite.context import (
     FLAVOUR,
@@ -173,10 +174,24 @@ def _prepare(opts: Options) -> tuple[RunState, list[str], dict[str, str], float]
     return run, engine_list, notes, build_s
 
 
+def _run_global(name: str, run: RunState) -> CheckResult:
+    """One of registry.GLOBAL_CHECKS (run once, not per engine)."""
+    limit = registry.GLOBAL_LIMITS[name]
+
+    def body() -> str:
+        if name == "pytest":
+            return pytest_check(run.work_root / "pytest.log", limit, run.results_dir)
+        if name == "prefetch":
+            return prefetch_check(run.work_root, limit, run.results_dir)
+        raise ValueError(f"unknown global check {name}")
+
+    return run_one(name, None, limit, body)
+
+
 def run_tests(opts: Options) -> int:
     started = time.strftime("%Y-%m-%dT%H:%M:%S")
     t_all = time.monotonic()
-    run_pytest, checks = registry.select(opts.only)
+    global_checks, checks = registry.select(opts.only)
     results: list[CheckResult] = []
     envs: list[EngineEnv] = []
     run: RunState | None = None
@@ -195,7 +210,7 @@ def run_tests(opts: Options) -> int:
         if run is not None:
             ui.info(
                 f"engines: {', '.join(engine_list)}; checks: "
-                f"{', '.join([c.name for c in checks] + (['pytest'] if run_pytest else []))}; "
+                f"{', '.join([c.name for c in checks] + global_checks)}; "
                 f"seed {run.seed}; work dir {run.work_root}"
             )
             for e, out in notes.items():
@@ -211,18 +226,8 @@ def run_tests(opts: Options) -> int:
                         _engine_run(env, checks, results)
                     finally:
                         env.teardown()
-            if run_pytest:
-                r = run
-                results.append(
-                    run_one(
-                        "pytest",
-                        None,
-                        registry.PYTEST_LIMIT,
-                        lambda: pytest_check(
-                            r.work_root / "pytest.log", registry.PYTEST_LIMIT, r.results_dir
-                        ),
-                    )
-                )
+            for name in global_checks:
+                results.append(_run_global(name, run))
     except KeyboardInterrupt as e:
         interrupted = True
         if isinstance(e, Interrupted):

@@ -1,4 +1,5 @@
-"""regress and isolation: PostgreSQL's own suites against the running test cluster."""
+"""regress, isolation and pgnvm_ext: pg_regress suites against the running test cluster
+(PostgreSQL's own two, and contrib/pgnvm's regression test)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ _FAILED_TEST_RE = re.compile(r"^not ok \d+\s+[-+]\s+(\S+)", re.MULTILINE)
 
 
 def _suite(env: EngineEnv, subdir: str, target: str, name: str, timeout: float) -> str:
-    tree = env.run.tree / "src" / "test" / subdir
+    """``make <target>`` in ``subdir`` of the build tree (pg_regress against the cluster)."""
+    tree = env.run.tree / subdir
     if not tree.is_dir():
         raise CheckFailed(f"no {tree}: is the check flavour built?")
     out = env.workdir / name
@@ -43,8 +45,13 @@ def _suite(env: EngineEnv, subdir: str, target: str, name: str, timeout: float) 
 
 
 def regress(env: EngineEnv, limit: float) -> str:
-    return _suite(env, "regress", "installcheck-parallel", "regress", limit)
+    return _suite(env, "src/test/regress", "installcheck-parallel", "regress", limit)
 
 
 def isolation(env: EngineEnv, limit: float) -> str:
-    return _suite(env, "isolation", "installcheck", "isolation", limit)
+    return _suite(env, "src/test/isolation", "installcheck", "isolation", limit)
+
+
+def pgnvm_ext(env: EngineEnv, limit: float) -> str:
+    """contrib/pgnvm's own test (the extension's functions in every engine)."""
+    return _suite(env, "contrib/pgnvm", "installcheck", "pgnvm_ext", limit)

@@ -1,0 +1,216 @@
+"""redirect: in se2 a read-only miss redirects the buffer instead of copying the page.
+
+A table 2.5x shared_buffers (checksums on) is VACUUMed, checkpointed and the server
+restarted (cold buffers). Then, with ``pgnvm_stats`` read before and after:
+
+* a sequential scan (no parallel workers) misses nearly every block (EXPLAIN BUFFERS
+  "shared read"); in se2 ``redirects`` must grow by at least the misses minus a small
+  slack, ``bytes_not_copied`` by 8 kB per redirect, and ``pgnvm_buffers()`` joined with
+  ``pg_buffercache`` must show redirected buffers of the table (its relfilenode);
+* after evicting the table's buffers, random lookups through the primary key (index scan,
+  seq/bitmap scans off) must redirect the heap pages they fetch too (patch 0010): at least
+  the number of distinct heap blocks of the looked-up rows, minus the slack.
+
+base and se1 must show the opposite: ``redirects`` stays 0 and no buffer at all is
+redirected (se1 copies instead: ``mapped_reads`` grows by the misses), which also proves
+that the counter can stay 0 where it must. That no ``read()`` touches the table's files in
+se1/se2 is the ``strace`` check's job.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import psycopg
+
+from bench.testsuite import nvmstats
+from bench.testsuite.checks.strace_check import scan_stats
+from bench.testsuite.context import EngineEnv
+from bench.testsuite.model import CheckFailed
+
+TABLE = "redir_t"
+SIZE_FACTOR = 2.5  # table size / shared_buffers
+ROW_BYTES = 134  # heap bytes per row of (id int, pad = 3 md5s): tuple + line pointer
+LOOKUPS = 600  # random index lookups (their heap blocks fit in shared_buffers)
+INDEX_ONLY = {
+    "max_parallel_workers_per_gather": "0",
+    "enable_seqscan": "off",
+    "enable_bitmapscan": "off",
+    "enable_indexonlyscan": "off",
+}
+
+
+def slack(n: int) -> int:
+    """How many of ``n`` misses may go without a redirect (e.g. a block another process
+    read in meanwhile, or read by a non-redirecting path)."""
+    return 8 + n // 100
+
+
+def _find(plan: dict[str, Any], node_type: str) -> dict[str, Any] | None:
+    if plan.get("Node Type") == node_type:
+        return plan
+    for child in plan.get("Plans", []):
+        found = _find(child, node_type)
+        if found is not None:
+            return found
+    return None
+
+
+def index_scan_stats(explain_json: Any) -> tuple[int, int]:
+    """(rows, shared blocks read) of the Index Scan in EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)."""
+    doc = json.loads(explain_json) if isinstance(explain_json, str) else explain_json
+    node = _find(doc[0]["Plan"], "Index Scan")
+    if node is None:
+        raise CheckFailed(f"no Index Scan in the plan: {json.dumps(doc)[:1000]}")
+    return int(float(node["Actual Rows"])), int(node["Shared Read Blocks"])
+
+
+def expect_redirects(
+    engine: str, what: str, misses: int, d: dict[str, int], table_redirected: int
+) -> str:
+    """Judge one scan: se2 must redirect about every miss, the others never. Returns a
+    description; raises CheckFailed."""
+    got = d["redirects"]
+    if engine == "se2":
+        need = misses - slack(misses)
+        if got < need:
+            raise CheckFailed(
+                f"{what}: {misses} block misses but redirects grew by only {got} "
+                f"(expected >= {need}); {nvmstats.fmt(d)}"
+            )
+        if d["bytes_not_copied"] != got * nvmstats.BLCKSZ:
+            raise CheckFailed(
+                f"{what}: bytes_not_copied grew by {d['bytes_not_copied']}, expected "
+                f"{got} redirects x {nvmstats.BLCKSZ}"
+            )
+        if table_redirected == 0:
+            raise CheckFailed(
+                f"{what}: redirects grew by {got}, but pgnvm_buffers() shows no redirected "
+                f"buffer of {TABLE} in pg_buffercache"
+            )
+        return (
+            f"{what}: {misses} misses -> redirects+{got}, bytes_not_copied+"
+            f"{d['bytes_not_copied'] >> 20} MB, {table_redirected} redirected buffers of {TABLE}"
+        )
+    if got != 0 or d["bytes_not_copied"] != 0 or d["cow_copies"] != 0:
+        raise CheckFailed(f"{what}: {engine} must never redirect, yet {nvmstats.fmt(d)}")
+    if table_redirected:
+        raise CheckFailed(f"{what}: {engine} shows {table_redirected} redirected buffers")
+    out = f"{what}: {misses} misses, redirects+0"
+    if engine == "se1":
+        need = misses - slack(misses)
+        if d["mapped_reads"] < need:
+            raise CheckFailed(
+                f"{what}: se1 copies every miss from its mapping, but mapped_reads grew by "
+                f"{d['mapped_reads']} for {misses} misses"
+            )
+        out += f", mapped_reads+{d['mapped_reads']}"
+    return out
+
+
+def _set(c: psycopg.Connection[Any], settings: dict[str, str]) -> None:
+    for k, v in settings.items():
+        c.execute(f"SET {k} = '{v}'")
+
+
+def redirect(env: EngineEnv, limit: float) -> str:
+    rng = random.Random(f"{env.run.seed}:redirect")
+    with env.connect() as c:
+        sb = c.execute(
+            "SELECT setting::bigint * 8192 FROM pg_settings WHERE name = 'shared_buffers'"
+        ).fetchone()[0]  # type: ignore[index]
+        rows = int(sb * SIZE_FACTOR / ROW_BYTES)
+        c.execute(f"DROP TABLE IF EXISTS {TABLE}")
+        c.execute(
+            f"CREATE TABLE {TABLE} (id int PRIMARY KEY, pad text) WITH (autovacuum_enabled = off)"
+        )
+        c.execute(
+            f"INSERT INTO {TABLE} SELECT g, repeat(md5(g::text), 3) FROM generate_series(1, %s) g",
+            (rows,),
+        )
+        # hint bits and the visibility map set now: the scans below only read
+        c.execute(f"VACUUM (ANALYZE) {TABLE}")
+        size = c.execute(f"SELECT pg_relation_size('{TABLE}')").fetchone()[0]  # type: ignore[index]
+        if size < 2 * sb:
+            raise CheckFailed(f"{TABLE} is {size} bytes, not over twice shared_buffers ({sb})")
+        ids = sorted(rng.sample(range(1, rows + 1), LOOKUPS))
+        id_array = "{" + ",".join(map(str, ids)) + "}"
+        heap_blocks = c.execute(
+            f"SELECT count(DISTINCT (ctid::text::point)[0]) FROM {TABLE} WHERE id = ANY(%s)",
+            (ids,),
+        ).fetchone()[0]  # type: ignore[index]
+        c.execute("CHECKPOINT")
+    env.restart()  # cold buffers
+    blocks = size // nvmstats.BLCKSZ
+    notes = []
+    with env.connect() as c:
+        nvmstats.ensure_extensions(c)
+
+        # 1. sequential scan
+        c.execute("SET max_parallel_workers_per_gather = 0")
+        before = nvmstats.read_stats(c)
+        plan = c.execute(
+            "EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, FORMAT JSON) "
+            f"SELECT count(*), sum(length(pad)) FROM {TABLE}"
+        ).fetchone()[0]  # type: ignore[index]
+        d = nvmstats.delta(before, nvmstats.read_stats(c))
+        scanned, misses = scan_stats(plan)
+        if scanned != rows:
+            raise CheckFailed(f"the seq scan returned {scanned} rows, expected {rows}")
+        if misses < 0.9 * blocks:
+            raise CheckFailed(
+                f"the seq scan missed only {misses} of {blocks} blocks in shared buffers: it "
+                "did not read the table from storage"
+            )
+        bufs = nvmstats.relation_buffers(c, TABLE)
+        redirected = sum(b.redirected for b in bufs)
+        if env.engine != "se2" and nvmstats.redirected_anywhere(c):
+            raise CheckFailed(f"{env.engine}: some shared buffer is redirected")
+        if any(b.redirected and b.dirty for b in bufs):
+            raise CheckFailed("a redirected buffer is dirty")
+        notes.append(expect_redirects(env.engine, "seq scan", misses, d, redirected))
+
+        # 2. index scan: random lookups, heap fetches through the primary key
+        ev = c.execute(
+            f"SELECT buffers_evicted, buffers_skipped FROM pg_buffercache_evict_relation('{TABLE}')"
+        ).fetchone()
+        left = nvmstats.relation_buffers(c, TABLE)
+        if left:
+            raise CheckFailed(f"{len(left)} buffers of {TABLE} still cached after eviction {ev}")
+        _set(c, INDEX_ONLY)
+        before = nvmstats.read_stats(c)
+        plan = c.execute(
+            "EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, FORMAT JSON) "
+            f"SELECT count(*), sum(length(pad)) FROM {TABLE} WHERE id = ANY('{id_array}'::int[])"
+        ).fetchone()[0]  # type: ignore[index]
+        d = nvmstats.delta(before, nvmstats.read_stats(c))
+        found, read_blocks = index_scan_stats(plan)
+        if found != LOOKUPS:
+            raise CheckFailed(f"the index scan found {found} rows, expected {LOOKUPS}")
+        if read_blocks < heap_blocks:
+            raise CheckFailed(
+                f"the index scan missed {read_blocks} blocks (index + heap), fewer than the "
+                f"{heap_blocks} heap blocks it fetched: the heap was not read from storage"
+            )
+        bufs = nvmstats.relation_buffers(c, TABLE)
+        redirected = sum(b.redirected for b in bufs)
+        if env.engine != "se2" and nvmstats.redirected_anywhere(c):
+            raise CheckFailed(f"{env.engine}: some shared buffer is redirected")
+        # heap misses = the distinct heap blocks (all evicted); index blocks are copied
+        notes.append(
+            expect_redirects(
+                env.engine, f"index scan ({LOOKUPS} lookups)", heap_blocks, d, redirected
+            )
+        )
+        if env.engine == "se2" and redirected < heap_blocks - slack(heap_blocks):
+            raise CheckFailed(
+                f"index scan: only {redirected} of the {heap_blocks} heap blocks fetched are "
+                "in redirected buffers"
+            )
+        c.execute("RESET ALL")
+        c.execute(f"DROP TABLE {TABLE}")
+    return f"{size >> 20} MB table, {sb >> 20} MB shared_buffers, after a restart; " + "; ".join(
+        notes
+    )
