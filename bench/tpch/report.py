@@ -266,15 +266,17 @@ class Report:
         fig, ax = plt.subplots(figsize=(11, 0.5 * len(self.configs) + 1.5))
         totals = [self.summary[c].total or 0.0 for c in self.configs]
         ax.barh(self.configs, totals, color=[colors[c] for c in self.configs])
+        # the notes form one column right of the longest bar, inside the axes
+        top = max(totals) or 1.0
         for i, c in enumerate(self.configs):
             s = self.summary[c]
             notes = [f"GM {s.geomean:.3f}s" if s.geomean else ""]
             notes += [f"total {_ratio(s.total_ratios.get(r))} {r}" for r in self.refs]
-            ax.text(totals[i], i, "  " + ", ".join(n for n in notes if n), va="center", fontsize=7)
+            ax.text(top * 1.03, i, ", ".join(n for n in notes if n), va="center", fontsize=7)
         ax.invert_yaxis()
         ax.set_xlabel(f"sum of median wall-clock over {len(self.common)} queries [s]")
         ax.set_title("Totals per configuration")
-        ax.margins(x=0.7)
+        ax.set_xlim(0, top * 2.7)
         self._save(fig, "totals.png", "Totals")
 
     def cpu_parts(self, c: str) -> dict[str, float]:
