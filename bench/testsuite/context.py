@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,12 +125,37 @@ class EngineEnv:
                 self.cluster.destroy()
             shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def ensure_running(self) -> bool:
-        """Start the server if a check left it down; True if it had to be started."""
-        if self.cluster.is_running():
-            return False
-        self.cluster.start()
-        return True
+    def ensure_running(self, ready_timeout: float = 60.0) -> str:
+        """Make sure the server accepts connections before a check: start it if a check left
+        it down; wait while it recovers from a crash a check caused (the postmaster restarts
+        itself, and connections fail meanwhile with "the database system is in recovery
+        mode"), restarting it if that takes longer than ``ready_timeout``. Returns a note for
+        the next check's detail, empty when the server was simply up."""
+        if not self.cluster.is_running():
+            self.cluster.start()
+            return "note: the server was down after the previous check and was restarted. "
+        deadline = time.monotonic() + ready_timeout
+        waited = False
+        while True:
+            try:
+                with self.connect(connect_timeout=10) as c:
+                    c.execute("SELECT 1")
+                break
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    self.restart("immediate")
+                    return (
+                        f"note: the server did not accept connections within "
+                        f"{ready_timeout:.0f}s after the previous check and was restarted. "
+                    )
+                waited = True
+                time.sleep(0.2)
+        if waited:
+            return (
+                "note: the server was not accepting connections after the previous check "
+                "(crash recovery?); waited until it was. "
+            )
+        return ""
 
     def restart(self, mode: str = "fast") -> None:
         self.cluster.stop(mode)
@@ -157,10 +183,10 @@ class EngineEnv:
     def connect(
         self, dbname: str = "postgres", autocommit: bool = True, **kw: Any
     ) -> psycopg.Connection:
+        kw.setdefault("connect_timeout", 30)
         conn = psycopg.connect(
             self.cluster.conninfo(dbname),
             autocommit=autocommit,
-            connect_timeout=30,
             options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
             **kw,
         )

@@ -123,8 +123,7 @@ def _engine_run(
     for c in checks:
         pre = ""
         try:
-            if env.ensure_running():
-                pre = "note: the server was down after the previous check and was restarted. "
+            pre = env.ensure_running()
         except Exception as e:
             results.append(
                 CheckResult(

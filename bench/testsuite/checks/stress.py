@@ -96,7 +96,8 @@ class Shared:
 
     def error(self, who: str, e: BaseException) -> None:
         with self.lock:
-            self.errors.append(f"{who}: {type(e).__name__}: {e}".strip())
+            first = (str(e).strip().splitlines() or [""])[0]
+            self.errors.append(f"{who}: {type(e).__name__}: {first}")
         self.stop.set()
 
     def violation(self, who: str, problems: list[str]) -> None:
