@@ -72,3 +72,20 @@ def test_check_groups_reports_violations(
     seen = {0: 5}
     out = sm.check_groups(rows, 10, seen, groups)
     assert out and any(problem in p for p in out), out
+
+
+def test_crash_lines() -> None:
+    from bench.testsuite.checks.stress import crash_lines
+
+    log = (
+        "2026-11-22 01:07:54.711 UTC [368] LOG:  checkpoint complete: wrote 1163 buffers\n"
+        "2026-11-22 01:07:55.869 UTC [364] LOG:  client backend (PID 403) was terminated by "
+        "signal 11: Segmentation fault\n"
+        "2026-11-22 01:07:55.869 UTC [364] DETAIL:  Failed process was running: VACUUM stress\n"
+        "2026-11-22 01:07:55.869 UTC [364] LOG:  terminating any other active server processes\n"
+    )
+    assert crash_lines(log) == [
+        "client backend (PID 403) was terminated by signal 11: Segmentation fault "
+        "(running: VACUUM stress)"
+    ]
+    assert crash_lines("LOG:  all fine\n") == []

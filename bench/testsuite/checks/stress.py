@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import random
+import re
 import threading
 import time
 from collections import Counter
@@ -179,6 +180,25 @@ def _maintenance(env: EngineEnv, sh: Shared) -> None:
         sh.error("vacuum client", e)
 
 
+_CRASH_RE = re.compile(r"(\S.*terminated by signal \d+: .*)$")
+_RUNNING_RE = re.compile(r"DETAIL:\s+Failed process was running: (.*)$")
+
+
+def crash_lines(log: str) -> list[str]:
+    """'<process> was terminated by signal N: ... (running: <query>)' for each crash in a
+    server log excerpt."""
+    out = []
+    lines = log.splitlines()
+    for i, ln in enumerate(lines):
+        m = _CRASH_RE.search(ln)
+        if not m:
+            continue
+        what = m.group(1).split(" LOG:  ", 1)[-1]
+        nxt = _RUNNING_RE.search(lines[i + 1]) if i + 1 < len(lines) else None
+        out.append(what + (f" (running: {nxt.group(1)})" if nxt else ""))
+    return out
+
+
 def _setup(env: EngineEnv) -> None:
     with env.connect() as c:
         c.execute(f"DROP DATABASE IF EXISTS {DB}")
@@ -251,6 +271,7 @@ def stress(env: EngineEnv, limit: float) -> str:
     expected = stressmodel.final_state(plans, GROUPS)
     expected_digest, expected_n = digest_rows(stressmodel.final_rows(expected, ROWS_PER_GROUP))
     _setup(env)
+    offset = env.log_offset()
     with env.connect(DB) as c:
         before = nvmstats.read_stats(c)
     sh = Shared()
@@ -265,8 +286,10 @@ def stress(env: EngineEnv, limit: float) -> str:
         + ", ".join(f"{k} x{n}" for k, n in sorted(sh.maintenance.items()))
     )
     if sh.errors or sh.violations:
+        crashed = crash_lines(env.log_since(offset))
         raise CheckFailed(
-            f"{len(sh.errors)} errors, {sh.n_violations} invariant violations: "
+            (f"server crashed: {' | '.join(crashed[:3])}; " if crashed else "")
+            + f"{len(sh.errors)} errors, {sh.n_violations} invariant violations: "
             + " | ".join(sh.errors[:MAX_REPORTED] + sh.violations)
             + f"\n{what}"
         )
