@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bench.testsuite.checks.amcheck import amcheck
+from bench.testsuite.checks.checksum import checksum
 from bench.testsuite.checks.cow import cow
 from bench.testsuite.checks.crash import crash
 from bench.testsuite.checks.differential import differential
@@ -34,6 +35,7 @@ ENGINE_CHECKS: tuple[CheckDef, ...] = (
     CheckDef("isolation", isolation, 15 * 60, "make installcheck (src/test/isolation)"),
     CheckDef("amcheck", amcheck, 10 * 60, "pg_amcheck of the regression databases"),
     CheckDef("truncated", truncated, 5 * 60, "relation file truncated behind the server"),
+    CheckDef("checksum", checksum, 5 * 60, "page corrupted behind the server: same error as base"),
     CheckDef("enospc", enospc, 5 * 60, "tablespace on a full tmpfs (root only)"),
     CheckDef("differential", differential, 15 * 60, "query digests identical to base"),
     CheckDef("strace", strace, 5 * 60, "no pread of relation files in a seq scan (se1+)"),
