@@ -22,6 +22,7 @@ def test_select_everything_by_default() -> None:
         "isolation",
         "amcheck",
         "truncated",
+        "checksum",
         "enospc",
         "differential",
         "strace",
