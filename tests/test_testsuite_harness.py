@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -186,3 +187,26 @@ def test_references_recorded_by_base_are_cached_across_runs(tmp_path: Path) -> N
     assert later.load_reference("other") is None
     (tmp_path / "ref.json").write_text("{broken")
     assert state("run3").load_reference("k") is None
+
+
+def test_one_run_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    from bench.testsuite import runner
+
+    monkeypatch.setenv("PGNVM_HOME", str(tmp_path))
+    code = (
+        "import sys, time; from bench.testsuite.runner import one_run_at_a_time\n"
+        "with one_run_at_a_time():\n"
+        "    print('got', flush=True); time.sleep(float(sys.argv[1]))\n"
+    )
+    first = subprocess.Popen([sys.executable, "-c", code, "1.5"], stdout=subprocess.PIPE, text=True)
+    assert first.stdout is not None and first.stdout.readline() == "got\n"
+    t0 = time.monotonic()
+    with runner.one_run_at_a_time():  # waits for the first run
+        waited = time.monotonic() - t0
+    first.wait(5)
+    assert waited > 0.5
+    assert (tmp_path / "test" / ".run.lock").read_text().strip() == str(os.getpid())
+    with runner.one_run_at_a_time():  # free again: no wait
+        pass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import random
 import shutil
@@ -10,7 +11,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from bench import build, osuser, paths, ui
@@ -187,7 +188,37 @@ def _run_global(name: str, run: RunState) -> CheckResult:
     return run_one(name, None, limit, body)
 
 
+@contextlib.contextmanager
+def one_run_at_a_time() -> Iterator[None]:
+    """Hold PGNVM_HOME/test/.run.lock for the whole run: the test clusters (pgnvm-test-<engine>)
+    and their ports are shared by every run of this PGNVM_HOME, so a second run would
+    re-initdb and stop the first one's servers under it. A second run waits."""
+    lock = paths.pgnvm_home() / "test" / ".run.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            other = f.read().strip() or "?"
+            ui.notice(
+                f"another ./pgnvm test run (pid {other}) uses the test clusters of this "
+                f"PGNVM_HOME ({lock}); waiting for it to finish"
+            )
+            fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        yield
+
+
 def run_tests(opts: Options) -> int:
+    with one_run_at_a_time():
+        return _run_tests(opts)
+
+
+def _run_tests(opts: Options) -> int:
     started = time.strftime("%Y-%m-%dT%H:%M:%S")
     t_all = time.monotonic()
     global_checks, checks = registry.select(opts.only)

@@ -44,7 +44,7 @@ GROUPS = 64
 ROWS_PER_GROUP = 2000
 WRITERS = 3
 READERS = 3
-TX_PER_WRITER = 560
+TX_PER_WRITER = 640
 WRITERS_LIMIT = 200.0  # seconds for the writers to finish their sequences (~60 s normally)
 MAX_REPORTED = 10
 
