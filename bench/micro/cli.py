@@ -12,7 +12,7 @@ def _csv(text: str) -> list[str]:
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "micro",
-        help="microbenchmarks (scan: engines on a table larger than shared_buffers)",
+        help="microbenchmarks: scan (engines on a table larger than shared_buffers), prefetch",
     )
     sub = p.add_subparsers(dest="micro", required=True)
     s = sub.add_parser(
@@ -61,6 +61,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--no-build", action="store_true", help="use the installed release build")
     s.set_defaults(func=_run_scan)
 
+    pf = sub.add_parser(
+        "prefetch",
+        help="libnvmprefetch's microbenchmark on 4 KB and 2 MB tmpfs pages",
+        description=__import__("bench.micro.prefetch", fromlist=["x"]).__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    pf.add_argument("--pages", type=_csv, default=["4k", "2m"], help="4k, 2m (default both)")
+    pf.add_argument("--size", default="1G", help="bytes to scan per run (default 1G)")
+    pf.add_argument("--runs", type=int, default=5, help="runs per variant (default 5)")
+    pf.add_argument("--out", help="results directory (default results/micro-prefetch-<stamp>)")
+    pf.add_argument("--keep-file", action="store_true", help="keep the data file afterwards")
+    pf.set_defaults(func=_run_prefetch)
+
 
 def _run_scan(args: argparse.Namespace) -> int:
     from bench.micro.scan import WORKLOADS, Bench
@@ -72,3 +85,12 @@ def _run_scan(args: argparse.Namespace) -> int:
         if pg not in ("4k", "2m"):
             raise SystemExit(f"unknown page size {pg!r} (4k or 2m)")
     return Bench(args).main()
+
+
+def _run_prefetch(args: argparse.Namespace) -> int:
+    from bench.micro.prefetch import main
+
+    for pg in args.pages:
+        if pg not in ("4k", "2m"):
+            raise SystemExit(f"unknown page size {pg!r} (4k or 2m)")
+    return main(args)
