@@ -25,6 +25,7 @@ from typing import Any
 
 import psycopg
 
+from bench.testsuite.checks.truncated import compare_outcomes, describe
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.errmatch import DATA_CORRUPTED, normalise_message
 from bench.testsuite.model import CheckFailed
@@ -46,12 +47,6 @@ def flip_byte(path: Path, offset: int) -> None:
         f.write(bytes([b[0] ^ 0xFF]))
         f.flush()
         os.fsync(f.fileno())
-
-
-def describe(o: dict[str, Any]) -> str:
-    if "sqlstate" in o:
-        return f"ERROR {o['sqlstate']}: {o['message']}"
-    return f"result {o['result']}"
 
 
 def checksum(env: EngineEnv, limit: float) -> str:
@@ -141,11 +136,7 @@ def checksum(env: EngineEnv, limit: float) -> str:
         if ref is None:
             raise CheckFailed("no base reference: run with base in --engines (once suffices)")
         expected, source = ref
-        diffs = [
-            f"{n}: base {describe(expected[n])} / {env.engine} {describe(outcomes.get(n, {}))}"
-            for n in expected
-            if outcomes.get(n) != expected[n]
-        ]
+        diffs = compare_outcomes(expected, outcomes, env.engine)
         if diffs:
             raise CheckFailed("differs from base: " + "; ".join(diffs))
         source = f"same as base ({source})"
