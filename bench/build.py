@@ -9,15 +9,20 @@ Steps (all PostgreSQL work runs as the server user, see :mod:`bench.osuser`):
 2. Extract ONLY the upstream ``postgresql-18_18.*.orig.tar.*`` into ``build/<flavour>/``
    (Debian's packaging patches are not applied).
 3. Apply ``postgres/patches/*.patch`` in sorted order (``patch -p1 --forward --batch``).
-4. Copy ``postgres/src/X`` over ``<tree>/src/X`` (only files whose content differs).
-5. ``configure`` (flavour-specific flags), ``make``, ``make install``.
+4. Copy ``postgres/src/X`` over ``<tree>/src/X`` (only files whose content differs), and
+   ``postgres/contrib/X`` over ``<tree>/contrib/X``.
+5. Copy libnvmprefetch (``prefetch/``) to ``<tree>/nvmprefetch`` and build its static
+   archive there; ``configure`` gets its header directory (CPPFLAGS) and archive (LIBS), so
+   the server links it statically (se2's prefetching, ``nvm_prefetch.c``).
+6. ``configure`` (flavour-specific flags), ``make``, ``make install`` (which also installs
+   libnvmprefetch's header and libraries into the prefix, for other programs).
 
 Incremental rule: the *config stamp* hashes the upstream tarball name, every patch (name
-and content), the configure arguments and CFLAGS. When it changes (or ``--force``), the tree
-and the install prefix are wiped and rebuilt from scratch. Otherwise only the overlay is
-re-synced and make / make install run, so editing a file under postgres/src rebuilds in
-seconds. The *install stamp* additionally hashes the overlay's content and the make targets:
-when it matches, nothing runs at all.
+and content), the configure arguments and flags, and libnvmprefetch's files. When it
+changes (or ``--force``), the tree and the install prefix are wiped and rebuilt from scratch.
+Otherwise only the overlay is re-synced and make / make install run, so editing a file
+under postgres/src rebuilds in seconds. The *install stamp* additionally hashes the
+overlay's content and the make targets: when it matches, nothing runs at all.
 
 Overlay files that disappear from postgres/src are reverted in the tree: the pre-overlay
 version (pristine or patched upstream) is kept under ``<tree>/.pgnvm/orig/`` when a file is
@@ -78,6 +83,7 @@ OVERLAY_IGNORE = {".gitkeep", ".gitignore", ".DS_Store"}
 TARBALL_RE = re.compile(r"^postgresql-18_(?P<version>18[0-9A-Za-z.+~]*)\.orig\.tar\.(?:gz|bz2|xz)$")
 
 META = ".pgnvm"  # metadata directory inside the tree
+PREFETCH_SUBDIR = "nvmprefetch"  # libnvmprefetch's copy inside the tree
 LOG_NAME = "build.log"
 
 
@@ -144,8 +150,34 @@ def configure_args(flavour: str, prefix: Path) -> list[str]:
     return [f"--prefix={prefix}", *CONFIGURE_COMMON, *FLAVOUR_CONFIGURE[flavour]]
 
 
-def configure_env(flavour: str) -> dict[str, str]:
-    return {"CFLAGS": FLAVOUR_CFLAGS[flavour]}
+def configure_env(flavour: str, tree: Path | None = None) -> dict[str, str]:
+    """Environment of ``configure``; with ``tree``, also what links libnvmprefetch in.
+
+    The library is built inside the tree (``<tree>/nvmprefetch``, see ``prefetch_files``) and
+    linked statically: its header directory goes to CPPFLAGS, its archive to LIBS, so the
+    server (the only program that references it) carries it and nothing needs installing.
+    """
+    env = {"CFLAGS": FLAVOUR_CFLAGS[flavour]}
+    if tree is not None:
+        lib = tree / PREFETCH_SUBDIR
+        env["CPPFLAGS"] = f"-I{lib / 'include'}"
+        env["LIBS"] = str(lib / "build" / "libnvmprefetch.a")
+    return env
+
+
+def prefetch_files(prefetch_dir: Path) -> dict[str, Path]:
+    """The files of libnvmprefetch copied into the tree: its Makefile, header and sources."""
+    files = overlay_files(prefetch_dir)
+    return {
+        rel: p
+        for rel, p in files.items()
+        if rel == "Makefile" or rel.startswith(("include/", "src/"))
+    }
+
+
+def prefetch_build_step() -> list[str]:
+    """Build the static library inside the tree (before configure, which links against it)."""
+    return ["make", "-C", PREFETCH_SUBDIR, "build/libnvmprefetch.a"]
 
 
 def make_steps(jobs: int) -> list[list[str]]:
@@ -156,10 +188,13 @@ def make_steps(jobs: int) -> list[list[str]]:
     return steps
 
 
-def install_steps() -> list[list[str]]:
+def install_steps(prefix: Path | None = None) -> list[list[str]]:
     steps = [["make", "install"]]
     steps += [["make", "-C", f"contrib/{c}", "install"] for c in CONTRIBS]
     steps += [["make", "-C", "src/test/isolation", "install"]]
+    if prefix is not None:
+        # libnvmprefetch's header and libraries next to PostgreSQL's, for other programs
+        steps += [["make", "-C", PREFETCH_SUBDIR, f"PREFIX={prefix}", "install"]]
     return steps
 
 
@@ -172,8 +207,13 @@ def config_stamp(
     patches: list[tuple[str, bytes]],
     args: list[str],
     env: dict[str, str],
+    prefetch: dict[str, str] | None = None,
 ) -> str:
-    """Hash of everything that requires a from-scratch rebuild when it changes."""
+    """Hash of everything that requires a from-scratch rebuild when it changes.
+
+    ``prefetch`` (libnvmprefetch's file hashes) is part of it: the server links the library
+    statically and make does not know the binary depends on the archive.
+    """
     doc = {
         "recipe": RECIPE_VERSION,
         "tarball": tarball_name,
@@ -181,6 +221,8 @@ def config_stamp(
         "configure": args,
         "env": sorted(env.items()),
     }
+    if prefetch:
+        doc["prefetch"] = sorted(prefetch.items())
     return _sha256(json.dumps(doc, sort_keys=True).encode())
 
 
@@ -461,13 +503,14 @@ def ensure_built(
         patch_files = list_patches(paths.PATCHES_DIR)
         patches = [(p.name, p.read_bytes()) for p in patch_files]
         args = configure_args(flavour, prefix)
-        cenv = configure_env(flavour)
-        cstamp = config_stamp(tarball.name, patches, args, cenv)
+        cenv = configure_env(flavour, tree)
+        pf_files = prefetch_files(paths.PREFETCH_DIR)
+        cstamp = config_stamp(tarball.name, patches, args, cenv, overlay_hashes(pf_files))
         overlay = overlay_files(paths.OVERLAY_DIR)
         contrib_overlay = overlay_files(paths.CONTRIB_OVERLAY_DIR)
         jobs = make_jobs()
         steps = make_steps(jobs)
-        isteps = install_steps()
+        isteps = install_steps(prefix)
         # -jN is machine-dependent and does not change the result: keep it out of the stamp.
         istamp = install_stamp(
             cstamp,
@@ -520,6 +563,8 @@ def ensure_built(
                     f"   overlay: copied {len(res.copied)} file(s) from postgres/src, "
                     f"{len(cres.copied)} from postgres/contrib"
                 )
+            sync_overlay(pf_files, tree, osuser.chown_to_server, PREFETCH_SUBDIR)
+            b.run(prefetch_build_step(), "build libnvmprefetch (static)")
             b.run(["./configure", *args], f"configure ({flavour})", env_extra=cenv)
             _write_stamp(meta / "config.stamp", cstamp)
         else:

@@ -27,6 +27,8 @@ PATCHES_DIR: Path = REPO_ROOT / "postgres" / "patches"
 OVERLAY_DIR: Path = REPO_ROOT / "postgres" / "src"
 #: Our contrib modules, copied over ``<tree>/contrib``.
 CONTRIB_OVERLAY_DIR: Path = REPO_ROOT / "postgres" / "contrib"
+#: libnvmprefetch (prefetch/): built into every PostgreSQL tree and linked statically.
+PREFETCH_DIR: Path = REPO_ROOT / "prefetch"
 
 FLAVOURS: tuple[str, ...] = ("release", "check")
 

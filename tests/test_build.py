@@ -126,9 +126,27 @@ def test_config_stamp_sensitivity() -> None:
         build.config_stamp("t-18.6", [], ARGS, ENV),
         build.config_stamp("t-18.6", [("0001-a.patch", b"A")], [*ARGS, "--x"], ENV),
         build.config_stamp("t-18.6", [("0001-a.patch", b"A")], ARGS, {"CFLAGS": "-O0"}),
+        # a change to libnvmprefetch relinks the server from scratch
+        build.config_stamp("t-18.6", [("0001-a.patch", b"A")], ARGS, ENV, {"src/x.c": "1"}),
     ]
     assert base not in variants
     assert len(set(variants)) == len(variants)
+    assert build.config_stamp(
+        "t-18.6", [("0001-a.patch", b"A")], ARGS, ENV, {"src/x.c": "1"}
+    ) != build.config_stamp("t-18.6", [("0001-a.patch", b"A")], ARGS, ENV, {"src/x.c": "2"})
+
+
+def test_prefetch_library_is_linked_from_the_tree(tmp_path) -> None:
+    env = build.configure_env("release", tmp_path / "tree")
+    assert env["CPPFLAGS"] == f"-I{tmp_path / 'tree' / 'nvmprefetch' / 'include'}"
+    assert env["LIBS"].endswith("tree/nvmprefetch/build/libnvmprefetch.a")
+    files = build.prefetch_files(build.paths.PREFETCH_DIR)
+    assert "Makefile" in files and "include/nvmprefetch.h" in files
+    assert "src/nvmprefetch.c" in files
+    # only what the library build needs: no tests, benchmark or build products
+    assert not any(r.startswith(("tests/", "bench/", "build/")) for r in files)
+    inst = build.install_steps(tmp_path / "prefix")
+    assert inst[-1] == ["make", "-C", "nvmprefetch", f"PREFIX={tmp_path / 'prefix'}", "install"]
 
 
 def test_config_stamp_patch_order_matters() -> None:
@@ -333,7 +351,9 @@ def test_ensure_built_full_then_noop_then_incremental(fake_repo, home: Path) -> 
 
     build.ensure_built("release")
     kinds = [c[0] for c in rec.cmds]
-    assert kinds[:3] == ["tar", "patch", "./configure"]
+    # libnvmprefetch's archive is built before configure, which links against it
+    assert kinds[:4] == ["tar", "patch", "make", "./configure"]
+    assert rec.cmds[2][:3] == ["make", "-C", "nvmprefetch"]
     assert "make" in kinds
     fake_install()
 
@@ -353,7 +373,7 @@ def test_ensure_built_full_then_noop_then_incremental(fake_repo, home: Path) -> 
     rec.cmds.clear()
     (patches / "0002-y.patch").write_text("--- a\n+++ b\n")
     build.ensure_built("release")
-    assert [c[0] for c in rec.cmds][:4] == ["tar", "patch", "patch", "./configure"]
+    assert [c[0] for c in rec.cmds][:5] == ["tar", "patch", "patch", "make", "./configure"]
     # applied in sorted order, each fed on stdin with -p1 --forward --batch
     assert rec.cmds[1] == ["patch", "-p1", "--forward", "--batch", "--no-backup-if-mismatch"]
 

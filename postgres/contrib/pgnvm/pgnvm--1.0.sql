@@ -12,7 +12,10 @@ CREATE FUNCTION pgnvm_stats(
     OUT redirects bigint,
     OUT cow_copies bigint,
     OUT hints_skipped bigint,
-    OUT bytes_not_copied bigint)
+    OUT bytes_not_copied bigint,
+    OUT prefetch_jobs bigint,
+    OUT prefetch_bytes bigint,
+    OUT prefetch_dropped bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'pgnvm_stats'
 LANGUAGE C STRICT PARALLEL SAFE;
@@ -25,6 +28,26 @@ CREATE FUNCTION pgnvm_buffers(
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'pgnvm_buffers'
 LANGUAGE C STRICT PARALLEL SAFE;
+
+-- The calling process's prefetch helper threads (nvm_prefetch = helper).
+CREATE FUNCTION pgnvm_prefetch(
+    OUT mode text,
+    OUT mapping text,
+    OUT distance integer,
+    OUT helpers integer,
+    OUT scheme text,
+    OUT fallback text,
+    OUT helper_tids integer[],
+    OUT helper_cpus integer[],
+    OUT jobs_enqueued bigint,
+    OUT jobs_dropped bigint,
+    OUT jobs_done bigint,
+    OUT jobs_skipped bigint,
+    OUT fault_errors bigint,
+    OUT helper_cpu_ms double precision)
+RETURNS record
+AS 'MODULE_PATHNAME', 'pgnvm_prefetch'
+LANGUAGE C STRICT PARALLEL RESTRICTED;
 
 CREATE VIEW pgnvm_stats AS SELECT * FROM pgnvm_stats();
 

@@ -45,7 +45,9 @@ typedef struct NvmStatsSlot
 	uint64		redirects;		/* buffer misses served by redirection */
 	uint64		cow_copies;		/* redirected pages copied into their slot */
 	uint64		hints_skipped;	/* hint bits not set on a redirected page */
-	char		pad[64 - 5 * sizeof(uint64)];
+	uint64		prefetch_jobs;	/* ranges prefetched (nvm_prefetch.c) */
+	uint64		prefetch_bytes; /* their bytes */
+	uint64		prefetch_dropped;	/* jobs dropped: helper queue full */
 } NvmStatsSlot;
 
 extern PGDLLIMPORT NvmStatsSlot *NvmStats;

@@ -66,6 +66,9 @@ NvmStatsSlot *NvmStats = NULL;
 int			NvmStatsSlots = 0;
 bool		NvmRedirectNextRead = false;
 
+/* one cache line per slot: processes never write into each other's lines */
+StaticAssertDecl(sizeof(NvmStatsSlot) == 64, "NvmStatsSlot must fill one cache line");
+
 /* a process without a stats slot (e.g. the postmaster) counts here */
 static NvmStatsSlot NvmLocalStats;
 NvmStatsSlot *MyNvmStats = &NvmLocalStats;

@@ -67,9 +67,11 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/aio.h"
+#include "storage/aio_internal.h"
 #include "storage/bufmgr.h"
 #include "storage/md.h"
 #include "storage/nvm_buf.h"
+#include "storage/nvm_prefetch.h"
 #include "storage/nvm_smgr.h"
 #include "nodes/pg_list.h"
 #include "utils/memutils.h"
@@ -539,6 +541,16 @@ nvm_startreadv(PgAioHandle *ioh,
 		pgstat_report_wait_start(WAIT_EVENT_DATA_FILE_READ);
 		done = nvm_probe_guarded(src, nblocks);
 		pgstat_report_wait_end();
+
+		/*
+		 * Prefetch (nvm_prefetch.c).  A read the buffer manager will wait
+		 * for at once (ReadBuffer()) is flagged synchronous; a read stream's
+		 * reads are started ahead of use.
+		 */
+		if (nvm_prefetch != NVM_PREFETCH_OFF)
+			NvmPrefetchRedirected(src - (size_t) BLCKSZ * (blocknum % ((BlockNumber) RELSEG_SIZE)),
+								  blocknum % ((BlockNumber) RELSEG_SIZE), done,
+								  (ioh->flags & PGAIO_HF_SYNCHRONOUS) == 0);
 
 		for (BlockNumber i = 0; i < done; i++)
 		{

@@ -1,0 +1,477 @@
+/*-------------------------------------------------------------------------
+ *
+ * nvm_prefetch.c
+ *	  pgnvm se2: bring redirected pages close to the core before the query
+ *	  reads them.
+ *
+ * A redirected buffer (se2, see nvm_buf.c) points into the process's
+ * read-only mapping of the relation file: nothing was copied, so nothing
+ * was brought into the CPU caches either, and with 4 kB tmpfs pages the
+ * page-table entries may not exist yet.  The query then stalls on page
+ * faults and cache misses that a copy would have taken in one go (paper
+ * 002, section 6.3).  This file hands the mapped ranges to somebody who
+ * touches them before the query gets there:
+ *
+ *	nvm_prefetch = helper	helper threads of libnvmprefetch (prefetch/),
+ *							placed by nvm_prefetch_mapping (m1: another
+ *							physical core; m2: the SMT sibling; m3: both in
+ *							tandem; or a list of CPUs).  They take the page
+ *							faults with madvise(MADV_POPULATE_READ) and
+ *							prefetch every cache line.
+ *	nvm_prefetch = inline	the backend itself issues a prefetch instruction
+ *							for every cache line of the blocks it has just
+ *							redirected (the papers' ad-hoc scheme, with no
+ *							thread; a page not faulted in yet cannot be
+ *							prefetched, so it does not run further ahead).
+ *
+ * When.  A read stream starts reads ahead of use, so when nvm_smgr.c
+ * redirects blocks of such a read (NvmPrefetchRedirected(), ahead = true),
+ * the query will read them a little later; when reads follow each other
+ * sequentially, the next nvm_prefetch_distance blocks are known too and are
+ * handed out as well, so the helpers run that far ahead of the stream.  A
+ * read made for immediate use (ReadBuffer(), e.g. an index scan's heap
+ * fetch) is not prefetched: the backend reads it right away, a helper could
+ * only compete with it.  Jobs the stream has overtaken are retired, so a
+ * helper that fell behind does not waste time on them.
+ *
+ * Safety.  Helper threads never load or store through a mapping: madvise()
+ * on a range that is not mapped (any more) or lies beyond the end of the
+ * file fails with an error code, and a prefetch instruction never faults.
+ * So a mapping may be unmapped at any moment (relation closed, truncated,
+ * dropped) without waiting for the helpers, and a file cut short cannot
+ * raise SIGBUS in a helper.  Helpers block all signals (so every signal is
+ * still delivered to the backend's own thread) and never call into
+ * PostgreSQL; they are created lazily, on the first redirected read that
+ * wants them, in the process that reads (each parallel worker has its own),
+ * and joined when the process exits or the settings change.  A backend
+ * never waits for them: nvmpf_enqueue() drops a job when the queue is full.
+ *
+ * Portions Copyright (c) 2026, pgnvm developers
+ *
+ * IDENTIFICATION
+ *	  src/backend/storage/smgr/nvm_prefetch.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <ctype.h>
+#include <sched.h>
+
+#include <nvmprefetch.h>
+
+#include "storage/ipc.h"
+#include "storage/nvm_buf.h"
+#include "storage/nvm_prefetch.h"
+
+/* GUCs */
+int			nvm_prefetch = NVM_PREFETCH_OFF;
+char	   *nvm_prefetch_mapping = NULL;
+int			nvm_prefetch_distance = 64;
+
+const struct config_enum_entry nvm_prefetch_options[] = {
+	{"off", NVM_PREFETCH_OFF, false},
+	{"inline", NVM_PREFETCH_INLINE, false},
+	{"helper", NVM_PREFETCH_HELPER, false},
+	{NULL, 0, false}
+};
+
+/* nvm_prefetch_mapping, parsed by its check hook */
+typedef struct NvmPrefetchMapping
+{
+	nvmpf_scheme scheme;
+	int			ncpus;
+	int			cpus[NVMPF_MAX_HELPERS];
+} NvmPrefetchMapping;
+
+static const NvmPrefetchMapping *CurrentMapping = NULL;
+static uint64 MappingGeneration = 1;
+
+/* a job covers at most this many blocks, so that retiring is fine-grained */
+#define NVM_PREFETCH_JOB_BLOCKS		16
+
+/* this process's helper pool */
+static nvmpf_pool *Pool = NULL;
+static uint64 PoolGeneration = 0;	/* MappingGeneration it was made for */
+static uint64 FailedGeneration = 0; /* creation failed for this one */
+static bool ExitHookRegistered = false;
+static char PoolMessage[320];
+
+/* the access pattern: last redirected read and how far we handed out */
+static char *LastMap = NULL;
+static BlockNumber LastReadEnd = InvalidBlockNumber;
+static BlockNumber PrefetchedEnd = 0;
+
+/* jobs handed to the helpers and not yet retired, oldest first */
+#define NVM_PENDING_JOBS	64
+typedef struct NvmPendingJob
+{
+	uint64		seq;
+	char	   *map;
+	BlockNumber end;
+} NvmPendingJob;
+static NvmPendingJob Pending[NVM_PENDING_JOBS];
+static int	PendingHead = 0;
+static int	PendingCount = 0;
+
+
+/*
+ * parse_mapping -- "m1", "m2", "m3" or a list of CPU numbers and ranges
+ * ("3", "2,3", "4-7,9").  Returns false on a malformed value, with *err set.
+ */
+static bool
+parse_mapping(const char *s, NvmPrefetchMapping *m, const char **err)
+{
+	const char *p = s;
+
+	memset(m, 0, sizeof(*m));
+	if (pg_strcasecmp(s, "m1") == 0)
+		m->scheme = NVMPF_SCHEME_M1;
+	else if (pg_strcasecmp(s, "m2") == 0)
+		m->scheme = NVMPF_SCHEME_M2;
+	else if (pg_strcasecmp(s, "m3") == 0)
+		m->scheme = NVMPF_SCHEME_M3;
+	else
+	{
+		m->scheme = NVMPF_SCHEME_CPUS;
+		for (;;)
+		{
+			long		lo,
+						hi;
+			char	   *endp;
+
+			while (isspace((unsigned char) *p))
+				p++;
+			if (!isdigit((unsigned char) *p))
+			{
+				*err = "expected m1, m2, m3 or a list of CPU numbers such as \"1\", \"2,3\" or \"4-7\"";
+				return false;
+			}
+			lo = hi = strtol(p, &endp, 10);
+			p = endp;
+			if (*p == '-')
+			{
+				p++;
+				if (!isdigit((unsigned char) *p))
+				{
+					*err = "a CPU range needs an upper bound, as in \"4-7\"";
+					return false;
+				}
+				hi = strtol(p, &endp, 10);
+				p = endp;
+			}
+			if (lo > hi || hi >= CPU_SETSIZE)
+			{
+				*err = "CPU numbers must be ascending within a range and below 1024";
+				return false;
+			}
+			for (long c = lo; c <= hi; c++)
+			{
+				if (m->ncpus >= NVMPF_MAX_HELPERS)
+				{
+					*err = "at most 32 helper CPUs can be listed";
+					return false;
+				}
+				m->cpus[m->ncpus++] = (int) c;
+			}
+			while (isspace((unsigned char) *p))
+				p++;
+			if (*p == '\0')
+				break;
+			if (*p != ',')
+			{
+				*err = "expected m1, m2, m3 or a list of CPU numbers such as \"1\", \"2,3\" or \"4-7\"";
+				return false;
+			}
+			p++;
+		}
+	}
+	return true;
+}
+
+/*
+ * check_nvm_prefetch_mapping -- GUC check hook: parse into *extra.
+ *
+ * Whether the scheme can be honoured on this machine (SMT siblings, CPUs
+ * allowed) is only known when a process creates its helpers; the library
+ * then falls back and we log what it did (see nvm_prefetch_pool()).
+ */
+bool
+check_nvm_prefetch_mapping(char **newval, void **extra, GucSource source)
+{
+	NvmPrefetchMapping m;
+	NvmPrefetchMapping *copy;
+	const char *err = NULL;
+
+	if (!parse_mapping(*newval, &m, &err))
+	{
+		GUC_check_errdetail("%s", err);
+		return false;
+	}
+	copy = guc_malloc(LOG, sizeof(NvmPrefetchMapping));
+	if (copy == NULL)
+		return false;
+	*copy = m;
+	*extra = copy;
+	return true;
+}
+
+/*
+ * assign_nvm_prefetch_mapping -- GUC assign hook.  A pool made for another
+ * mapping is replaced at the next redirected read (never here: an assign
+ * hook must not fail, and it also runs in processes without a pool).
+ */
+void
+assign_nvm_prefetch_mapping(const char *newval, void *extra)
+{
+	CurrentMapping = (const NvmPrefetchMapping *) extra;
+	MappingGeneration++;
+}
+
+/* library log callback: keep the (single) message for nvm_prefetch_pool() */
+static void
+nvm_prefetch_log(void *arg, const char *msg)
+{
+	strlcpy(PoolMessage, msg, sizeof(PoolMessage));
+}
+
+/*
+ * nvm_prefetch_stop -- join this process's helpers and forget the access
+ * pattern.  Jobs still queued are abandoned.
+ */
+static void
+nvm_prefetch_stop(void)
+{
+	if (Pool != NULL)
+	{
+		nvmpf_pool *pool = Pool;
+
+		Pool = NULL;
+		nvmpf_destroy(pool);
+	}
+	PendingHead = PendingCount = 0;
+	LastMap = NULL;
+	LastReadEnd = InvalidBlockNumber;
+	PrefetchedEnd = 0;
+}
+
+/* on_proc_exit callback: no helper thread outlives its backend's exit */
+static void
+nvm_prefetch_at_exit(int code, Datum arg)
+{
+	nvm_prefetch_stop();
+}
+
+/*
+ * nvm_prefetch_pool -- this process's helper pool for the current mapping,
+ * created on first use.  NULL if the helpers could not be started (said
+ * once, as a WARNING; retried only after the settings change).
+ */
+static nvmpf_pool *
+nvm_prefetch_pool(void)
+{
+	nvmpf_config cfg;
+	nvmpf_info	info;
+	int			rc;
+
+	if (Pool != NULL && PoolGeneration == MappingGeneration)
+		return Pool;
+	if (Pool != NULL)
+		nvm_prefetch_stop();	/* the mapping changed */
+	if (FailedGeneration == MappingGeneration)
+		return NULL;
+
+	if (!ExitHookRegistered)
+	{
+		on_proc_exit(nvm_prefetch_at_exit, (Datum) 0);
+		ExitHookRegistered = true;
+	}
+
+	nvmpf_config_init(&cfg);
+	if (CurrentMapping != NULL)
+	{
+		cfg.scheme = CurrentMapping->scheme;
+		if (CurrentMapping->ncpus > 0)
+		{
+			cfg.cpus = CurrentMapping->cpus;
+			cfg.ncpus = CurrentMapping->ncpus;
+		}
+	}
+	/* fault with madvise() and prefetch: never a load through a mapping */
+	cfg.mode = NVMPF_MODE_POPULATE | NVMPF_MODE_PREFETCH;
+	cfg.queue_len = 255;
+	cfg.log = nvm_prefetch_log;
+	cfg.log_arg = NULL;
+	PoolMessage[0] = '\0';
+
+	rc = nvmpf_create(&cfg, &Pool);
+	if (rc != NVMPF_OK)
+	{
+		Pool = NULL;
+		FailedGeneration = MappingGeneration;
+		ereport(WARNING,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("could not start prefetch helper threads: %s",
+						nvmpf_strerror(rc)),
+				 errdetail("Redirected pages are not prefetched in this process until nvm_prefetch_mapping changes.")));
+		return NULL;
+	}
+	PoolGeneration = MappingGeneration;
+
+	/* the library falls back when the scheme cannot be honoured: say so */
+	if (PoolMessage[0] != '\0' && nvmpf_get_info(Pool, &info) == NVMPF_OK)
+		ereport(LOG,
+				(errmsg("nvm_prefetch_mapping \"%s\" runs as %s: %s",
+						nvm_prefetch_mapping,
+						nvmpf_scheme_name(info.effective), PoolMessage)));
+	return Pool;
+}
+
+/*
+ * nvm_prefetch_retire -- declare stale the jobs the stream has overtaken:
+ * those of another mapping, and those ending at or before upto.
+ */
+static void
+nvm_prefetch_retire(char *map, BlockNumber upto)
+{
+	uint64		retire_below = 0;
+
+	while (PendingCount > 0)
+	{
+		NvmPendingJob *job = &Pending[PendingHead];
+
+		if (job->map == map && job->end > upto)
+			break;
+		retire_below = job->seq + 1;
+		PendingHead = (PendingHead + 1) % NVM_PENDING_JOBS;
+		PendingCount--;
+	}
+	if (retire_below > 0)
+		(void) nvmpf_retire(Pool, retire_below);
+}
+
+/*
+ * nvm_prefetch_enqueue -- hand [start, end) of map to the helpers, in jobs
+ * of at most NVM_PREFETCH_JOB_BLOCKS blocks.
+ */
+static void
+nvm_prefetch_enqueue(nvmpf_pool *pool, char *map, BlockNumber start,
+					 BlockNumber end)
+{
+	while (start < end)
+	{
+		BlockNumber n = Min(end - start, NVM_PREFETCH_JOB_BLOCKS);
+		NvmPendingJob *job;
+		uint64		seq;
+		int			rc;
+
+		rc = nvmpf_enqueue_seq(pool, map + (size_t) start * BLCKSZ,
+							   (size_t) n * BLCKSZ, &seq);
+		if (rc == NVMPF_OK)
+		{
+			MyNvmStats->prefetch_jobs++;
+			MyNvmStats->prefetch_bytes += (uint64) n * BLCKSZ;
+			if (PendingCount == NVM_PENDING_JOBS)
+			{
+				/* forget the oldest: it is retired with the next ones */
+				PendingHead = (PendingHead + 1) % NVM_PENDING_JOBS;
+				PendingCount--;
+			}
+			job = &Pending[(PendingHead + PendingCount) % NVM_PENDING_JOBS];
+			job->seq = seq;
+			job->map = map;
+			job->end = start + n;
+			PendingCount++;
+		}
+		else
+		{
+			Assert(rc == NVMPF_EFULL);
+			MyNvmStats->prefetch_dropped++;
+		}
+		start += n;
+	}
+}
+
+/*
+ * nvm_prefetch_inline -- the backend prefetches [start, end) of map itself:
+ * one prefetch instruction per cache line.  Lines of pages not faulted in
+ * yet are silently dropped by the CPU (a prefetch never faults).
+ */
+static void
+nvm_prefetch_inline(char *map, BlockNumber start, BlockNumber end)
+{
+	const char *p = map + (size_t) start * BLCKSZ;
+	const char *stop = map + (size_t) end * BLCKSZ;
+
+	for (; p < stop; p += PG_CACHE_LINE_SIZE)
+		__builtin_prefetch(p, 0, 3);
+	MyNvmStats->prefetch_jobs++;
+	MyNvmStats->prefetch_bytes += (uint64) (end - start) * BLCKSZ;
+}
+
+/*
+ * NvmPrefetchRedirected -- blocks [segblock, segblock + nblocks) of the
+ * segment mapped read-only at segmap were just redirected (see the file
+ * header comment for what is prefetched when).
+ */
+void
+NvmPrefetchRedirected(char *segmap, BlockNumber segblock, BlockNumber nblocks,
+					  bool ahead)
+{
+	BlockNumber start;
+	BlockNumber end;
+	bool		sequential;
+	nvmpf_pool *pool;
+
+	if (nvm_prefetch != NVM_PREFETCH_HELPER && Pool != NULL)
+		nvm_prefetch_stop();
+	if (nvm_prefetch == NVM_PREFETCH_OFF || !ahead || nblocks == 0)
+		return;
+	if (nvm_prefetch == NVM_PREFETCH_INLINE)
+	{
+		/*
+		 * Only the blocks just faulted in by nvm_smgr.c: a prefetch of a
+		 * page not mapped yet would be dropped.
+		 */
+		nvm_prefetch_inline(segmap, segblock, segblock + nblocks);
+		return;
+	}
+	pool = nvm_prefetch_pool();
+	if (pool == NULL)
+		return;
+	nvm_prefetch_retire(segmap, segblock + nblocks);
+
+	/* reads following each other: prefetch the distance beyond as well */
+	sequential = (segmap == LastMap && segblock == LastReadEnd);
+	end = segblock + nblocks;
+	if (sequential)
+		end = Min(end + (BlockNumber) nvm_prefetch_distance,
+				  (BlockNumber) RELSEG_SIZE);
+
+	/* moving forward inside what was handed out already: only the rest */
+	if (segmap == LastMap && LastReadEnd != InvalidBlockNumber &&
+		segblock >= LastReadEnd && segblock < PrefetchedEnd)
+		start = PrefetchedEnd;
+	else
+	{
+		start = segblock;
+		PrefetchedEnd = segblock;
+	}
+	LastMap = segmap;
+	LastReadEnd = segblock + nblocks;
+
+	if (start >= end)
+		return;
+	nvm_prefetch_enqueue(pool, segmap, start, end);
+	PrefetchedEnd = end;
+}
+
+/*
+ * NvmPrefetchPool -- this process's helper pool, or NULL (for
+ * contrib/pgnvm's pgnvm_prefetch()).
+ */
+struct nvmpf_pool *
+NvmPrefetchPool(void)
+{
+	return Pool;
+}
