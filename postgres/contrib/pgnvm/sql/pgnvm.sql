@@ -14,4 +14,23 @@ SELECT current_setting('nvm_storage_engine') = 'se2' OR
 SELECT current_setting('nvm_storage_engine') = 'se2' OR
        NOT EXISTS (SELECT 1 FROM pgnvm_buffers() WHERE redirected) AS none_redirected
   ;
+-- pgnvm_prefetch(): this backend's settings; no helper threads before a
+-- redirected scan wants them, and none at all unless nvm_prefetch = helper
+SELECT mode = current_setting('nvm_prefetch') AS mode_matches,
+       mapping = current_setting('nvm_prefetch_mapping') AS mapping_matches,
+       distance = (SELECT setting::int FROM pg_settings
+                   WHERE name = 'nvm_prefetch_distance') AS distance_matches,
+       helpers = 0 AS no_helpers_yet,
+       helper_tids IS NULL AND jobs_enqueued IS NULL AS no_pool
+  FROM pgnvm_prefetch();
+-- only se2 prefetches
+SELECT current_setting('nvm_storage_engine') = 'se2' OR
+       (prefetch_jobs = 0 AND prefetch_dropped = 0) AS prefetch_only_in_se2
+  FROM pgnvm_stats;
+-- the mapping is checked when it is set
+SET nvm_prefetch_mapping = 'm4';
+SET nvm_prefetch_mapping = '3-1';
+SET nvm_prefetch_mapping = '0-1, 3';
+SHOW nvm_prefetch_mapping;
+RESET nvm_prefetch_mapping;
 DROP EXTENSION pgnvm;
