@@ -12,6 +12,20 @@ def test_configs_base_per_io_method_others_once():
     assert cs[2].engine == "se1"
 
 
+def test_configs_se2_prefetch_variants_are_se2_with_settings():
+    cs = configs_for(["se2", "se2_inline", "se2_m1"], ["worker"])
+    assert [c.engine for c in cs] == ["se2", "se2", "se2"]
+    assert "nvm_prefetch" not in cs[0].settings
+    assert cs[1].settings["nvm_prefetch"] == "inline"
+    assert cs[2].settings == {
+        "io_method": "worker",
+        "nvm_prefetch": "helper",
+        "nvm_prefetch_mapping": "m1",
+    }
+    with pytest.raises(ValueError, match="unknown engine"):
+        configs_for(["se3"], ["worker"])
+
+
 @pytest.mark.parametrize(
     ("text", "mb"), [("128MB", 128), ("16MB", 16), ("1GB", 1024), ("2g", 2048)]
 )

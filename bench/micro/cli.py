@@ -25,7 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--engines",
         type=_csv,
         default=["base", "se1", "se2"],
-        help="engines to compare (default base,se1,se2)",
+        help="engines to compare (default base,se1,se2; also se2_inline, se2_m1, se2_m2, "
+        "se2_m3: se2 with nvm_prefetch = inline or helper with that mapping)",
     )
     s.add_argument(
         "--io-methods",

@@ -11,7 +11,8 @@ and page size of the emulated NVM (``--pages 4k,2m``: a tmpfs with 4 KB pages, o
 mounted ``huge=always``), the same data directory is started with the engine's settings.
 Each run restarts the server (cold shared buffers; the file pages stay in the tmpfs, which
 is the "NVM"), opens a fresh connection and measures the statement's wall-clock time and
-the backend's user/system CPU time and page faults from ``/proc``. Repetitions interleave
+the backend's user/system CPU time (all its threads, so including prefetch helpers) and page
+faults from ``/proc``. Repetitions interleave
 the configurations; the report gives the median with min and max, and ratios to the first
 configuration. Results: ``results/micro-scan-<stamp>/runs.jsonl`` and ``summary.md``.
 """
@@ -43,15 +44,30 @@ class Config:
     settings: dict[str, str]
 
 
+#: se2 with prefetching (nvm_prefetch.c): name -> extra settings
+SE2_PREFETCH: dict[str, dict[str, str]] = {
+    "se2_inline": {"nvm_prefetch": "inline"},
+    "se2_m1": {"nvm_prefetch": "helper", "nvm_prefetch_mapping": "m1"},
+    "se2_m2": {"nvm_prefetch": "helper", "nvm_prefetch_mapping": "m2"},
+    "se2_m3": {"nvm_prefetch": "helper", "nvm_prefetch_mapping": "m3"},
+}
+ENGINE_CHOICES: tuple[str, ...] = ("base", "se1", "se2", *SE2_PREFETCH)
+
+
 def configs_for(engines: list[str], io_methods: list[str]) -> list[Config]:
-    """One configuration per engine; base once per io_method (the others do not use it)."""
+    """One configuration per engine; base once per io_method (the others do not use it);
+    ``se2_inline``/``se2_m1``/... are se2 with the prefetch settings of ``SE2_PREFETCH``."""
     out: list[Config] = []
     for e in engines:
         if e == "base":
             for m in io_methods:
                 out.append(Config(f"base_{m}", "base", {"io_method": m}))
-        else:
+        elif e in SE2_PREFETCH:
+            out.append(Config(e, "se2", {"io_method": "worker", **SE2_PREFETCH[e]}))
+        elif e in ENGINE_CHOICES:
             out.append(Config(e, e, {"io_method": "worker"}))
+        else:
+            raise ValueError(f"unknown engine {e!r} (one of {', '.join(ENGINE_CHOICES)})")
     return out
 
 
