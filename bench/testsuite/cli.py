@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench.testsuite import registry
+from bench.testsuite import engines, registry
 
 
 def _csv(text: str) -> list[str]:
@@ -28,7 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=_csv,
         default=None,
         metavar="E1,E2",
-        help="engines to test (default: base,se1, plus se2 if the server accepts it)",
+        help="engines (or engine variants) to test, of "
+        + ",".join(engines.KNOWN)
+        + " (default: base,se1, plus se2 and its variants if the server accepts se2)",
     )
     p.add_argument(
         "--only",
@@ -57,13 +59,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _cmd_test(args: argparse.Namespace) -> int:
-    from bench.cluster import ENGINES
     from bench.testsuite.runner import Options, run_tests
 
-    bad = [e for e in (args.engines or []) if e not in ENGINES]
+    bad = [e for e in (args.engines or []) if e not in engines.KNOWN]
     if bad:
         raise SystemExit(
-            f"pgnvm test: unknown engine(s) {', '.join(bad)} (known: {', '.join(ENGINES)})"
+            f"pgnvm test: unknown engine(s) {', '.join(bad)} (known: {', '.join(engines.KNOWN)})"
         )
     try:
         registry.select(args.only)

@@ -16,6 +16,7 @@ import psycopg
 from bench import cluster as clu
 from bench import osuser, paths
 from bench.testsuite import errmatch, proc
+from bench.testsuite.engines import Variant
 
 #: Settings every test cluster gets: small shared_buffers, so that the data of the checks
 #: is several times larger and blocks really move between storage and buffers.
@@ -78,22 +79,32 @@ def pick_port(start: int, taken: set[int]) -> int:
 
 
 class EngineEnv:
-    """One engine's cluster and work directory."""
+    """One engine's (or engine variant's) cluster and work directory.
 
-    def __init__(self, run: RunState, engine: str, port: int) -> None:
+    Checks decide by ``engine`` (the storage engine: a variant of se2 is checked as se2) and
+    name results by ``label`` (``se2+helper``); ``records_reference`` says whether this is
+    the cluster whose answers the others are compared with (stock base)."""
+
+    def __init__(self, run: RunState, variant: Variant, port: int) -> None:
         self.run = run
-        self.engine = engine
+        self.variant = variant
+        self.engine = variant.engine
+        self.label = variant.label
         self.spec = clu.ClusterSpec(
-            name=f"{NAME_PREFIX}{engine}",
-            engine=engine,
+            name=f"{NAME_PREFIX}{variant.slug}",
+            engine=variant.engine,
             storage="nvm",
             port=port,
             flavour=FLAVOUR,
-            settings=dict(BASE_SETTINGS),
+            settings={**BASE_SETTINGS, **variant.settings_dict},
         )
         self.cluster = clu.Cluster(self.spec)
-        self.workdir = run.work_root / engine
-        self.artifacts = run.results_dir / engine
+        self.workdir = run.work_root / variant.slug
+        self.artifacts = run.results_dir / variant.slug
+
+    @property
+    def records_reference(self) -> bool:
+        return self.variant.is_reference
 
     # ---- lifecycle
 
@@ -108,6 +119,7 @@ class EngineEnv:
             eng = None
             with contextlib.suppress(psycopg.Error):
                 eng = c.execute("SHOW nvm_storage_engine").fetchone()
+            extra = {k: c.execute(f"SHOW {k}").fetchone() for k in self.variant.settings_dict}
         if cs is None or cs[0] != "on":
             raise RuntimeError(f"data_checksums is {cs[0] if cs else None!r}, expected on")
         shown = eng[0] if eng else "(no nvm_storage_engine setting: stock server)"
@@ -115,7 +127,13 @@ class EngineEnv:
             raise RuntimeError(
                 f"server reports nvm_storage_engine={shown!r}, expected {self.engine}"
             )
-        return f"{ver[0] if ver else '?'}; data_checksums=on; nvm_storage_engine={shown}"
+        out = f"{ver[0] if ver else '?'}; data_checksums=on; nvm_storage_engine={shown}"
+        for k, want in self.variant.settings:
+            got = extra[k][0] if extra[k] else None
+            if got != want:
+                raise RuntimeError(f"server reports {k}={got!r}, expected {want!r}")
+            out += f"; {k}={got}"
+        return out
 
     def teardown(self) -> None:
         with contextlib.suppress(Exception):

@@ -1,16 +1,76 @@
-"""Which storage engines the built server accepts."""
+"""What the test clusters run: storage engines and their variants, and which engines the
+built server accepts."""
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench import osuser
+from bench.cluster import ENGINES
 from bench.testsuite import proc
 
 DEFAULT = ("base", "se1")
 OPTIONAL = ("se2",)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One test cluster's configuration: a storage engine plus extra server settings.
+
+    ``engine`` is what every check decides by (which assertions apply, the expected
+    counters, whether base's reference values are recorded or compared with), so a variant
+    of se2 is checked exactly as se2; ``settings`` go into the cluster's configuration
+    (pgnvm.conf, included by postgresql.conf) and ``label`` names its results
+    (``regress[se2+helper]``).
+    """
+
+    label: str
+    engine: str
+    settings: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def slug(self) -> str:
+        """The label as a cluster/directory name (``se2+helper`` -> ``se2-helper``)."""
+        return self.label.replace("+", "-")
+
+    @property
+    def settings_dict(self) -> dict[str, str]:
+        return dict(self.settings)
+
+    @property
+    def is_reference(self) -> bool:
+        """Stock base with no extra settings: its answers are what the others must give."""
+        return self.engine == "base" and not self.settings
+
+
+#: Variants of an engine, named ``<engine>+<what>``: run after the engine itself.
+VARIANTS: tuple[Variant, ...] = (
+    Variant("se2+inline", "se2", (("nvm_prefetch", "inline"),)),
+    Variant("se2+helper", "se2", (("nvm_prefetch", "helper"), ("nvm_prefetch_mapping", "m1"))),
+)
+KNOWN: tuple[str, ...] = (*ENGINES, *(v.label for v in VARIANTS))
+
+
+def variant(label: str) -> Variant:
+    """The variant a label of ``--engines`` names (a plain engine: no extra settings)."""
+    if label in ENGINES:
+        return Variant(label, label)
+    for v in VARIANTS:
+        if v.label == label:
+            return v
+    raise ValueError(f"unknown engine {label!r} (known: {', '.join(KNOWN)})")
+
+
+def with_variants(engines: list[str]) -> list[str]:
+    """The engines followed, each, by its variants (base, se1, se2, se2+inline, ...)."""
+    out: list[str] = []
+    for e in engines:
+        out.append(e)
+        out += [v.label for v in VARIANTS if v.engine == e]
+    return out
 
 
 def probe(bindir: Path, engine: str) -> tuple[bool, str]:
@@ -49,7 +109,9 @@ def probe(bindir: Path, engine: str) -> tuple[bool, str]:
 
 
 def default_engines(bindir: Path) -> tuple[list[str], dict[str, str]]:
-    """base and se1 always (se1 fails loudly until the server has it), plus se2 if accepted."""
+    """base and se1 always (se1 fails loudly until the server has it), plus se2 if accepted,
+    each followed by its variants (se2's prefetch variants fail loudly, in setup, if the
+    server refuses their settings)."""
     engines = list(DEFAULT)
     notes: dict[str, str] = {}
     for e in OPTIONAL:
@@ -57,4 +119,4 @@ def default_engines(bindir: Path) -> tuple[list[str], dict[str, str]]:
         notes[e] = out
         if ok:
             engines.append(e)
-    return engines, notes
+    return with_variants(engines), notes

@@ -34,7 +34,7 @@ from bench.testsuite.model import CheckFailed, CheckResult, CheckSkipped, Status
 
 @dataclass
 class Options:
-    engines: list[str] | None = None  # None: defaults (+ probed)
+    engines: list[str] | None = None  # labels of engines/variants; None: defaults (+ probed)
     only: list[str] | None = None
     keep: bool = False
     seed: int | None = None
@@ -110,14 +110,14 @@ def run_one(
 def _engine_run(
     env: EngineEnv, checks: list[registry.CheckDef], results: list[CheckResult]
 ) -> None:
-    setup = run_one("setup", env.engine, 10 * 60, env.setup, env)
+    setup = run_one("setup", env.label, 10 * 60, env.setup, env)
     results.append(setup)
     if setup.status is not Status.PASS:
         why = headline(setup.detail)
         setup.detail = f"{why}\n{setup.detail}"
         for c in checks:
             results.append(
-                CheckResult(c.name, env.engine, Status.FAIL, 0.0, f"cluster setup failed: {why}")
+                CheckResult(c.name, env.label, Status.FAIL, 0.0, f"cluster setup failed: {why}")
             )
             ui.error(results[-1].line())
         return
@@ -129,7 +129,7 @@ def _engine_run(
             results.append(
                 CheckResult(
                     c.name,
-                    env.engine,
+                    env.label,
                     Status.FAIL,
                     0.0,
                     f"server cannot be restarted: {_detail_of(e)}",
@@ -137,7 +137,7 @@ def _engine_run(
             )
             ui.error(results[-1].line())
             continue
-        r = run_one(c.name, env.engine, c.limit, lambda c=c: c.func(env, c.limit), env)
+        r = run_one(c.name, env.label, c.limit, lambda c=c: c.func(env, c.limit), env)
         if pre:
             r.detail = pre + r.detail
         results.append(r)
@@ -244,13 +244,14 @@ def _run_tests(opts: Options) -> int:
                 f"seed {run.seed}; work dir {run.work_root}"
             )
             for e, out in notes.items():
-                ui.info(f"engine {e} not in the default run: the server says {out!r}")
+                if e not in engine_list:
+                    ui.info(f"engine {e} not in the default run: the server says {out!r}")
             if checks:
                 ports: set[int] = set()
                 for engine in engine_list:
                     port = pick_port(PORT_BASE, ports)
                     ports.add(port)
-                    env = EngineEnv(run, engine, port)
+                    env = EngineEnv(run, engines_mod.variant(engine), port)
                     envs.append(env)
                     try:
                         _engine_run(env, checks, results)

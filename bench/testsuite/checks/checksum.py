@@ -128,7 +128,7 @@ def checksum(env: EngineEnv, limit: float) -> str:
             "ignore_checksum_failure: expected all rows, "
             f"{describe(outcomes['seqscan, ignore_checksum_failure'])}"
         )
-    if env.engine == "base":
+    if env.records_reference:
         env.run.store_reference(REFERENCE_KEY, outcomes)
         source = "recorded as reference"
     else:
@@ -136,7 +136,7 @@ def checksum(env: EngineEnv, limit: float) -> str:
         if ref is None:
             raise CheckFailed("no base reference: run with base in --engines (once suffices)")
         expected, source = ref
-        diffs = compare_outcomes(expected, outcomes, env.engine)
+        diffs = compare_outcomes(expected, outcomes, env.label)
         if diffs:
             raise CheckFailed("differs from base: " + "; ".join(diffs))
         source = f"same as base ({source})"

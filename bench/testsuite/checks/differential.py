@@ -271,7 +271,7 @@ def run_queries(env: EngineEnv) -> tuple[dict[str, str], list[str]]:
                 try:
                     digest, n, plan = _run_query(c, q)
                 except psycopg.Error as e:
-                    raise CheckFailed(f"{name} failed in {env.engine}: {e}") from e
+                    raise CheckFailed(f"{name} failed in {env.label}: {e}") from e
                 digests[name] = f"{digest}/{n}"
                 if q.plan and q.plan not in plan:
                     plan_problems.append(f"{name}: plan lacks {q.plan!r}:\n{plan}")
@@ -288,14 +288,14 @@ def differential(env: EngineEnv, limit: float) -> str:
             "query did not use the plan it exists to test: " + " | ".join(plan_problems)
         )
     key = query_set_key()
-    if env.engine == "base":
+    if env.records_reference:
         env.run.store_reference(key, digests)
         return f"{len(digests)} query digests recorded as the reference"
     ref = env.run.load_reference(key)
     if ref is None:
         raise CheckFailed("no base digests for this query set: run with base in --engines")
     expected, source = ref
-    mismatches = compare_digests(expected, digests, env.engine)
+    mismatches = compare_digests(expected, digests, env.label)
     if mismatches:
         raise CheckFailed(
             f"{len(mismatches)} of {len(expected)} queries differ from base "

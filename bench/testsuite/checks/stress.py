@@ -321,7 +321,7 @@ def stress(env: EngineEnv, limit: float) -> str:
             "writers' sequences (v agrees per group: a pad differs)"
         )
     key = f"{REFERENCE_PREFIX}:{seed}"
-    if env.engine == "base":
+    if env.records_reference:
         env.run.store_reference(key, digest)
         source = "recorded as reference"
     else:

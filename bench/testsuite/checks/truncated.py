@@ -158,6 +158,7 @@ def truncated(env: EngineEnv, limit: float) -> str:
                     f"{name}: expected stock XX001 'could not read blocks ... read only N of M "
                     f"bytes', got {describe(o)}"
                 )
+    if env.records_reference:
         env.run.store_reference(REFERENCE_KEY, outcomes)
         source = "recorded as reference"
     else:
@@ -165,7 +166,7 @@ def truncated(env: EngineEnv, limit: float) -> str:
         if ref is None:
             raise CheckFailed("no base reference: run with base in --engines (once suffices)")
         expected, source = ref
-        diffs = compare_outcomes(expected, outcomes, env.engine)
+        diffs = compare_outcomes(expected, outcomes, env.label)
         if diffs:
             raise CheckFailed("differs from base: " + "; ".join(diffs))
         source = f"same as base ({source})"
