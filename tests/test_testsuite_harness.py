@@ -29,6 +29,7 @@ def test_select_everything_by_default() -> None:
         "strace",
         "redirect",
         "cow",
+        "prefetch_lifecycle",
         "stress",
         "crash",
     ]
@@ -57,6 +58,8 @@ def test_cli_parses_options() -> None:
     assert a.engines == ["base", "se1"] and a.only == ["crash"] and a.keep and a.seed is None
     a = parser.parse_args(["test"])
     assert a.engines is None and a.only is None and not a.keep
+    a = parser.parse_args(["test", "--engines", "se2,se2+helper"])
+    assert a.engines == ["se2", "se2+helper"]
 
 
 def test_run_one_turns_every_failure_into_a_result() -> None:

@@ -81,3 +81,73 @@ def block_bytes(path: Path, block: int) -> bytes:
     if len(data) != BLCKSZ:
         raise OSError(f"{path}: block {block} is {len(data)} bytes")
     return data
+
+
+#: the prefetch counters of the pgnvm_stats view (summed over all processes)
+PREFETCH_COUNTERS: tuple[str, ...] = ("prefetch_jobs", "prefetch_bytes", "prefetch_dropped")
+
+
+def read_prefetch_stats(conn: psycopg.Connection[Any]) -> dict[str, int]:
+    row = conn.execute(f"SELECT {', '.join(PREFETCH_COUNTERS)} FROM pgnvm_stats").fetchone()
+    assert row is not None
+    return {k: int(v) for k, v in zip(PREFETCH_COUNTERS, row, strict=True)}
+
+
+def delta_prefetch(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {k: after[k] - before[k] for k in PREFETCH_COUNTERS}
+
+
+@dataclass(frozen=True)
+class PrefetchPool:
+    """``pgnvm_prefetch()``: the calling backend's settings and prefetch helper pool (the
+    pool's fields are None/empty while it has none: ``helpers`` 0)."""
+
+    mode: str
+    mapping: str
+    helpers: int
+    scheme: str | None
+    fallback: str | None
+    tids: tuple[int, ...]
+    cpus: tuple[int, ...]
+    jobs_enqueued: int
+    jobs_done: int
+    fault_errors: int
+
+    def describe(self) -> str:
+        if not self.helpers:
+            return f"mode={self.mode} mapping={self.mapping}: no helpers"
+        return (
+            f"mode={self.mode} mapping={self.mapping}: {self.helpers} helpers ({self.scheme}"
+            + (f", fallback: {self.fallback}" if self.fallback else "")
+            + f") tids {list(self.tids)} on cpus {list(self.cpus)}, jobs enqueued "
+            f"{self.jobs_enqueued} done {self.jobs_done} fault errors {self.fault_errors}"
+        )
+
+
+PREFETCH_SQL = (
+    "SELECT mode, mapping, helpers, scheme, fallback, helper_tids, helper_cpus, "
+    "jobs_enqueued, jobs_done, fault_errors FROM pgnvm_prefetch()"
+)
+
+
+def prefetch_pool(row: tuple[Any, ...]) -> PrefetchPool:
+    """A row of :data:`PREFETCH_SQL` (NULLs when the backend has no pool)."""
+    mode, mapping, helpers, scheme, fallback, tids, cpus, enq, done, faults = row
+    return PrefetchPool(
+        mode=str(mode),
+        mapping=str(mapping),
+        helpers=int(helpers),
+        scheme=scheme,
+        fallback=fallback,
+        tids=tuple(int(t) for t in tids or ()),
+        cpus=tuple(int(c) for c in cpus or ()),
+        jobs_enqueued=int(enq or 0),
+        jobs_done=int(done or 0),
+        fault_errors=int(faults or 0),
+    )
+
+
+def read_prefetch(conn: psycopg.Connection[Any]) -> PrefetchPool:
+    row = conn.execute(PREFETCH_SQL).fetchone()
+    assert row is not None
+    return prefetch_pool(row)

@@ -12,6 +12,7 @@ from bench.testsuite.checks.crash import crash
 from bench.testsuite.checks.differential import differential
 from bench.testsuite.checks.enospc import enospc
 from bench.testsuite.checks.pgsuites import isolation, pgnvm_ext, regress
+from bench.testsuite.checks.prefetch_lifecycle import prefetch_lifecycle
 from bench.testsuite.checks.redirect import redirect
 from bench.testsuite.checks.strace_check import strace
 from bench.testsuite.checks.stress import stress
@@ -41,6 +42,12 @@ ENGINE_CHECKS: tuple[CheckDef, ...] = (
     CheckDef("strace", strace, 5 * 60, "no pread of relation files in a seq scan (se1+)"),
     CheckDef("redirect", redirect, 5 * 60, "se2 scans redirect buffers (none elsewhere)"),
     CheckDef("cow", cow, 5 * 60, "se2 copy-on-write: the file changes only at write-back"),
+    CheckDef(
+        "prefetch_lifecycle",
+        prefetch_lifecycle,
+        5 * 60,
+        "se2 prefetch helper threads survive cancel/timeout/FATAL/exit, follow the settings",
+    ),
     CheckDef("stress", stress, 6 * 60, "concurrent writers/readers/VACUUM; digest = base's"),
     CheckDef("crash", crash, 10 * 60, "kill -9 under load; acknowledged commits survive"),
 )

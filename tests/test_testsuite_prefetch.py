@@ -1,0 +1,187 @@
+"""Pure logic of the prefetch_lifecycle check: /proc, pgnvm_prefetch(), plans, the log."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.testsuite import nvmstats, proctasks
+from bench.testsuite.checks import prefetch_lifecycle as pl
+from bench.testsuite.model import CheckFailed
+
+# ---- /proc
+
+
+def _fake_proc(root: Path, pid: int, ppid: int, comm: str, tids: list[int], title: str) -> None:
+    d = root / str(pid)
+    (d / "task").mkdir(parents=True)
+    for t in tids:
+        (d / "task" / str(t)).mkdir()
+    (d / "stat").write_text(f"{pid} ({comm}) S {ppid} {pid} {pid} 0 -1 4194560 101 0 0 0\n")
+    (d / "cmdline").write_bytes(title.encode() + b"\0")
+
+
+def test_parse_stat_takes_comm_up_to_the_last_paren() -> None:
+    st = proctasks.parse_stat("42 (post (gres) x) Z 7 42 42 0 -1\n")
+    assert st == proctasks.Stat(comm="post (gres) x", state="Z", ppid=7)
+    with pytest.raises(ValueError):
+        proctasks.parse_stat("garbage")
+
+
+def test_tasks_children_cmdline_on_a_fake_proc(tmp_path: Path) -> None:
+    _fake_proc(tmp_path, 100, 1, "postgres", [100], "postgres -D /x")
+    _fake_proc(
+        tmp_path, 200, 100, "postgres", [200, 201, 202], "postgres: pgnvm postgres [local] idle"
+    )
+    _fake_proc(tmp_path, 300, 100, "postgres", [300], "postgres: parallel worker for PID 200")
+    _fake_proc(tmp_path, 400, 1, "bash", [400], "bash")
+    (tmp_path / "self").mkdir()  # not a pid
+    assert proctasks.tasks(200, tmp_path) == {200, 201, 202}
+    assert proctasks.tasks(999, tmp_path) is None
+    assert proctasks.children(100, tmp_path) == [200, 300]
+    assert proctasks.cmdline(300, tmp_path) == "postgres: parallel worker for PID 200"
+    assert proctasks.cmdline(999, tmp_path) == ""
+    assert proctasks.state(200, tmp_path) == "S" and proctasks.state(999, tmp_path) is None
+    assert proctasks.exists(400, tmp_path) and not proctasks.exists(999, tmp_path)
+
+
+def test_tasks_of_this_process_show_a_new_thread() -> None:
+    started, stop = threading.Event(), threading.Event()
+    tid: list[int] = []
+
+    def body() -> None:
+        tid.append(threading.get_native_id())
+        started.set()
+        stop.wait(10)
+
+    t = threading.Thread(target=body)
+    t.start()
+    try:
+        started.wait(10)
+        seen = proctasks.tasks(os.getpid())
+        assert seen is not None and os.getpid() in seen and tid[0] in seen
+    finally:
+        stop.set()
+        t.join()
+    assert (
+        proctasks.wait_for(
+            lambda: None if tid[0] not in (proctasks.tasks(os.getpid()) or set()) else "alive", 5
+        )
+        is None
+    )
+
+
+def test_task_problem() -> None:
+    assert proctasks.task_problem(10, {10, 11}, [11]) is None
+    assert proctasks.task_problem(10, {10}, []) is None
+    assert proctasks.task_problem(10, None, [11]) == "process 10 is gone"
+    why = proctasks.task_problem(10, {10, 11, 12}, [11])
+    assert why is not None and "unexpected threads [12]" in why and "missing" not in why
+    why = proctasks.task_problem(10, {10}, [11, 12])
+    assert why is not None and "missing threads [11, 12]" in why
+    why = proctasks.task_problem(10, {10, 13}, [11])
+    assert why is not None and "unexpected threads [13]" in why and "missing threads [11]" in why
+
+
+def test_wait_for_returns_the_last_reason() -> None:
+    calls: list[float] = []
+
+    def never() -> str | None:
+        calls.append(time.monotonic())
+        return "not yet"
+
+    t0 = time.monotonic()
+    assert proctasks.wait_for(never, 0.2, interval=0.05) == "not yet"
+    assert 0.2 <= time.monotonic() - t0 < 2 and len(calls) >= 2
+    n = iter([None])
+    assert proctasks.wait_for(lambda: next(n), 0) is None
+
+
+# ---- pgnvm_prefetch()
+
+
+def _pool(**kw: object) -> nvmstats.PrefetchPool:
+    row = {
+        "mode": "helper",
+        "mapping": "m1",
+        "helpers": 1,
+        "scheme": "M1",
+        "fallback": None,
+        "tids": [501],
+        "cpus": [1],
+        "jobs_enqueued": 10,
+        "jobs_done": 9,
+        "fault_errors": 0,
+    }
+    row.update(kw)
+    return nvmstats.prefetch_pool(tuple(row.values()))
+
+
+def test_prefetch_pool_from_a_row() -> None:
+    p = _pool()
+    assert p.tids == (501,) and p.cpus == (1,) and p.jobs_enqueued == 10
+    none = nvmstats.prefetch_pool(("off", "m1", 0, None, None, None, None, None, None, None))
+    assert none.helpers == 0 and none.tids == () and none.jobs_enqueued == 0
+    assert "no helpers" in none.describe() and "tids [501]" in p.describe()
+
+
+def test_pool_problem() -> None:
+    assert pl.pool_problem(_pool(), "helper", "m1", "M1") is None
+    assert "no helper" in (pl.pool_problem(_pool(helpers=0, tids=[]), "helper", "m1", "M1") or "")
+    assert "tids" in (pl.pool_problem(_pool(helpers=2), "helper", "m1", "M1") or "")
+    assert "no job" in (pl.pool_problem(_pool(jobs_enqueued=0), "helper", "m1", "M1") or "")
+    assert "scheme" in (pl.pool_problem(_pool(scheme="NONE"), "helper", "m1", "M1") or "")
+    assert "mode=off" in (pl.pool_problem(_pool(mode="off"), "helper", "m1", "M1") or "")
+    two = _pool(mapping="0-1", scheme="CPUS", helpers=2, tids=[7, 8], cpus=[1, 0])
+    assert pl.pool_problem(two, "helper", "0-1", "CPUS", [0, 1]) is None
+    assert "cpus" in (pl.pool_problem(two, "helper", "0-1", "CPUS", [0]) or "")
+
+
+# ---- plans, process titles, log
+
+
+def test_gather_workers() -> None:
+    plan = [
+        {
+            "Plan": {
+                "Node Type": "Aggregate",
+                "Plans": [
+                    {
+                        "Node Type": "Gather",
+                        "Workers Planned": 2,
+                        "Workers Launched": 1,
+                        "Plans": [{"Node Type": "Parallel Seq Scan"}],
+                    }
+                ],
+            }
+        }
+    ]
+    assert pl.gather_workers(plan) == (2, 1)
+    with pytest.raises(CheckFailed, match="no Gather"):
+        pl.gather_workers([{"Plan": {"Node Type": "Seq Scan"}}])
+
+
+def test_worker_of() -> None:
+    assert pl.worker_of("postgres: parallel worker for PID 123", 123)
+    assert pl.worker_of("postgres: pgnvm-test-se2: parallel worker for PID 123 ", 123)
+    assert not pl.worker_of("postgres: parallel worker for PID 1234", 123)
+    assert not pl.worker_of("postgres: pgnvm postgres [local] SELECT", 123)
+
+
+def test_crash_lines() -> None:
+    fine = (
+        "2026-11-22 02:00:00 GMT [5] FATAL:  terminating connection due to administrator command\n"
+        "2026-11-22 02:00:00 GMT [6] ERROR:  canceling statement due to user request\n"
+    )
+    assert pl.crash_lines(fine) == []
+    crash = (
+        "LOG:  server process (PID 77) was terminated by signal 11: Segmentation fault\n"
+        "LOG:  terminating any other active server processes\n"
+        "LOG:  all server processes terminated; reinitializing\n"
+    )
+    got = pl.crash_lines(crash)
+    assert len(got) == 3 and "signal 11" in got[0] and "reinitializing" in got[2]
