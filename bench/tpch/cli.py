@@ -26,9 +26,11 @@ Configurations (--list-configs for details): """
     + ", ".join(f"{c.name}{'' if c.default else ' (not default)'}" for c in configs.CONFIGS)
     + """.
 A configuration whose engine or settings the built server refuses (e.g. nvm_se2 before se2
-lands) is reported as not available and skipped. Exit status: 0, or 1 if an answer differs
-between configurations or a run failed with an error or crash (timeouts are reported, not
-failures), 130 on Ctrl-C (finished runs are kept and reported)."""
+lands), or whose prefetch helper mapping the CPU topology cannot honour (nvm_se2_m2/m3 need an
+SMT sibling among the CPUs this process may use), is reported as not available and skipped.
+Exit status: 0, or 1 if an answer differs between configurations or a run failed with an
+error or crash (timeouts are reported, not failures), 130 on Ctrl-C (finished runs are kept
+and reported)."""
 )
 
 
@@ -197,15 +199,19 @@ def _list_configs(args: argparse.Namespace) -> int:
 
     common = configs.Common(args.shared_buffers, args.work_mem, args.parallel_workers)
     bindir = paths.install_dir("release") / "bin"
-    avail: dict[str, str | None] = {}
-    if (bindir / "postgres").is_file():
+    built = (bindir / "postgres").is_file()
+    if built:
         avail = configs.availability(bindir, list(configs.CONFIGS), common)
+    else:
+        avail = configs.topology_availability(list(configs.CONFIGS))
     for c in configs.CONFIGS:
-        if not avail:
+        why = avail.get(c.name)
+        if why is not None:
+            a = f"NO: {why}"
+        elif not built:
             a = "unknown (release build not present yet)"
         else:
-            why = avail.get(c.name)
-            a = "yes" if why is None else f"NO: {why}"
+            a = "yes"
         own = dict(c.settings)
         if c.shared_buffers:
             own["shared_buffers"] = (

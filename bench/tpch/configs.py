@@ -6,10 +6,13 @@ server settings on top of :func:`common_settings`. The database is loaded once p
 target and scale factor; every configuration of that target starts the same data directory
 with its own settings (the on-disk format does not depend on the engine).
 
-To add a variant (e.g. se2 with a prefetch setting) add one line to :data:`CONFIGS`; it is
-shown by ``--list-configs``, and it is skipped with "not available" when the built server
-refuses its engine or one of its settings (probed with ``postgres -C``). ``default=False``
-keeps it out of the default set (it then runs only when named in ``--configs``).
+To add a variant (e.g. se2 with another prefetch setting) add one line to :data:`CONFIGS`;
+it is shown by ``--list-configs``, and it is skipped with "not available" when the built server
+refuses its engine or one of its settings (probed with ``postgres -C``), or when it asks for
+prefetch helpers on a mapping the machine's CPU topology cannot honour (M2/M3 need an SMT
+sibling, :mod:`bench.tpch.topology`): the library would fall back to M1 and the results would
+carry the wrong name. ``default=False`` keeps it out of the default set (it then runs only
+when named in ``--configs``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import osuser
+from bench.tpch import topology
 
 BASELINE = "nvm_base_worker"  # the papers' normalisation baseline (pmfs_base95)
 CEILING = "mem_limit"  # everything in shared buffers
@@ -45,6 +49,18 @@ class Config:
     def drop_caches(self) -> bool:
         """Drop the OS page cache before each run (data on disk: a cold start)."""
         return self.storage == "disk"
+
+    @property
+    def prefetch(self) -> str:
+        """nvm_prefetch of this configuration: off | inline | helper."""
+        return self.settings.get("nvm_prefetch", "off")
+
+    @property
+    def helper_mapping(self) -> str | None:
+        """nvm_prefetch_mapping when the backend has prefetch helper threads, else None."""
+        if self.prefetch != "helper":
+            return None
+        return self.settings.get("nvm_prefetch_mapping", "m1")
 
 
 CONFIGS: tuple[Config, ...] = (
@@ -91,6 +107,36 @@ CONFIGS: tuple[Config, ...] = (
         "nvm",
         "SE2: zero-copy, buffers point into the mapping",
         {"io_method": "worker"},
+    ),
+    Config(
+        "nvm_se2_inline",
+        "se2",
+        "nvm",
+        "SE2 + inline prefetch: the backend issues a prefetch instruction for every cache "
+        "line of the blocks it has just redirected (no helper thread)",
+        {"io_method": "worker", "nvm_prefetch": "inline"},
+    ),
+    Config(
+        "nvm_se2_m1",
+        "se2",
+        "nvm",
+        "SE2 + prefetch helper thread on another physical core (mapping M1)",
+        {"io_method": "worker", "nvm_prefetch": "helper", "nvm_prefetch_mapping": "m1"},
+    ),
+    Config(
+        "nvm_se2_m2",
+        "se2",
+        "nvm",
+        "SE2 + prefetch helper thread on the backend's SMT sibling (mapping M2; needs SMT)",
+        {"io_method": "worker", "nvm_prefetch": "helper", "nvm_prefetch_mapping": "m2"},
+    ),
+    Config(
+        "nvm_se2_m3",
+        "se2",
+        "nvm",
+        "SE2 + two-stage helpers: another core faults pages in, the SMT sibling prefetches "
+        "(mapping M3; needs SMT and a second core)",
+        {"io_method": "worker", "nvm_prefetch": "helper", "nvm_prefetch_mapping": "m3"},
     ),
     Config(
         "mem_limit",
@@ -223,10 +269,28 @@ def _error_message(stderr: str) -> str:
     return parts[0] + (f" ({'; '.join(parts[1:])})" if len(parts) > 1 else "")
 
 
-def availability(bindir: Path, configs: list[Config], common: Common) -> dict[str, str | None]:
-    """name -> None if the built server can run the config, else why not."""
+def topology_availability(
+    configs: list[Config], topo: topology.Topology | None = None
+) -> dict[str, str | None]:
+    """name -> None if the CPU topology lets the config run as named, else why not (helper
+    mappings only; every other configuration is None)."""
+    topo = topo if topo is not None else topology.current()
     out: dict[str, str | None] = {}
     for c in configs:
+        m = c.helper_mapping
+        out[c.name] = topo.mapping_unavailable(m) if m else None
+    return out
+
+
+def availability(
+    bindir: Path, configs: list[Config], common: Common, topo: topology.Topology | None = None
+) -> dict[str, str | None]:
+    """name -> None if the built server can run the config on this machine, else why not
+    (the CPU topology first, then the server's own check)."""
+    out = topology_availability(configs, topo)
+    for c in configs:
+        if out[c.name] is not None:
+            continue
         settings = server_settings(c, common, whole_db_sb="128MB")
         ok, msg = probe(bindir, c.engine, settings)
         out[c.name] = None if ok else (msg or "refused by the server")
