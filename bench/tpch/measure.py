@@ -3,6 +3,12 @@
 * :class:`ProcSample` - a process's user/system CPU time, minor/major page faults, on-CPU
   time (schedstat, ns) and context switches from ``/proc/<pid>/{stat,schedstat,status}``
   (readable for any process as root; for the server user's processes otherwise).
+* :func:`thread_samples` / :func:`backend_delta` - the same per thread, from
+  ``/proc/<pid>/task/<tid>/...``: the measured backend's main thread (tid == pid) is the
+  computation thread; every other thread of the backend process is a prefetch helper
+  (``nvm_prefetch = helper``: created during the query on its first redirected read, alive
+  until the connection closes, so they are still there when the query has ended). The
+  process-wide ``/proc/<pid>/stat`` would sum both.
 * :func:`cluster_sample` - the same for every child of the postmaster, grouped by backend
   type, and the postmaster's *reaped children* times (``cutime``/``cstime``): processes that
   exit during the query (parallel workers) are counted there once the postmaster has
@@ -70,9 +76,11 @@ def parse_stat(text: str) -> tuple[str, list[str]]:
     return text[lpar + 1 : rpar], text[rpar + 2 :].split()
 
 
-def proc_sample(pid: int) -> ProcSample | None:
-    """The sample of ``pid``; None if it does not exist (any more)."""
-    base = Path(f"/proc/{pid}")
+def proc_sample(pid: int, base: Path | None = None) -> ProcSample | None:
+    """The sample of ``pid`` (the whole process: all its threads); None if it does not exist
+    (any more). ``base``: read this directory instead of /proc/<pid> (a thread's
+    /proc/<pid>/task/<tid>, or a fake one in tests)."""
+    base = base if base is not None else Path(f"/proc/{pid}")
     try:
         _, f = parse_stat((base / "stat").read_text())
     except (OSError, ValueError):
@@ -100,6 +108,57 @@ def proc_sample(pid: int) -> ProcSample | None:
         vcsw=vcsw,
         nvcsw=nvcsw,
     )
+
+
+ZERO = ProcSample(0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+
+
+def thread_samples(pid: int, proc: Path = Path("/proc")) -> dict[int, ProcSample]:
+    """tid -> sample of every thread of process ``pid`` (empty if it is gone)."""
+    out: dict[int, ProcSample] = {}
+    try:
+        tids = [int(t) for t in os.listdir(proc / str(pid) / "task") if t.isdigit()]
+    except OSError:
+        return out
+    for tid in sorted(tids):
+        s = proc_sample(tid, proc / str(pid) / "task" / str(tid))
+        if s is not None:  # a thread may exit between listdir and reading it
+            out[tid] = s
+    return out
+
+
+_SUMMED = ("utime_s", "stime_s", "minflt", "majflt", "runtime_s", "vcsw", "nvcsw")
+
+
+def backend_delta(
+    pid: int, before: dict[int, ProcSample], after: dict[int, ProcSample]
+) -> tuple[dict[str, float] | None, dict[str, Any]]:
+    """(main thread's delta, helper threads' summed delta) of backend ``pid`` between two
+    :func:`thread_samples`. The main thread (tid == pid) is the computation thread; every
+    other thread is a helper: one that is in both samples (same start time) counts its
+    difference, one that started in between counts from zero. Helpers that exited in
+    between are not seen (libnvmprefetch's live until the process exits). The helper dict
+    has ``threads`` (how many were seen after the query) and ``tids``."""
+    main: dict[str, float] | None = None
+    if pid in before and pid in after:
+        main = after[pid].minus(before[pid])
+    helpers: dict[str, Any] = dict.fromkeys(_SUMMED, 0.0)
+    helpers["minflt"] = helpers["majflt"] = helpers["vcsw"] = helpers["nvcsw"] = 0
+    tids = []
+    for tid, s in sorted(after.items()):
+        if tid == pid:
+            continue
+        prev = before.get(tid)
+        base = prev if prev is not None and prev.starttime == s.starttime else ZERO
+        d = s.minus(base)
+        for k in _SUMMED:
+            helpers[k] += d[k]
+        tids.append(tid)
+    helpers["threads"] = len(tids)
+    helpers["tids"] = tids
+    for k in ("utime_s", "stime_s", "runtime_s"):
+        helpers[k] = round(helpers[k], 6)
+    return main, helpers
 
 
 def proc_title(pid: int) -> str:
@@ -179,7 +238,7 @@ def cluster_delta(before: ClusterSample, after: ClusterSample) -> dict[str, Any]
         if prev is not None and prev[1].starttime == s.starttime:
             d = s.minus(prev[1])
         else:  # started during the window
-            d = s.minus(ProcSample(0, 0, 0, 0, 0, 0, s.starttime, 0, 0, 0))
+            d = s.minus(ZERO)
         g = groups.setdefault(group, {"utime_s": 0.0, "stime_s": 0.0, "procs": 0})
         g["utime_s"] += d["utime_s"]
         g["stime_s"] += d["stime_s"]

@@ -11,8 +11,8 @@ Charts (matplotlib, Agg backend):
 * ``kernel_share.png`` - the backend's system / (user + system) CPU time per query (Fig. 6/11).
 * ``totals.png`` - sum and geometric mean of the medians per configuration.
 * ``page_faults.png`` - the backend's minor and major page faults per query.
-* ``cpu_breakdown.png`` - CPU seconds per configuration: backend user / system, I/O workers,
-  other server processes.
+* ``cpu_breakdown.png`` - CPU seconds per configuration: backend (main thread) user / system,
+  its prefetch helper threads, I/O workers, other server processes.
 * ``hw_counters.png`` - only when hardware counters were available.
 """
 
@@ -103,6 +103,15 @@ class Report:
         self.common = stats.common_queries(self.table, self.configs, self.queries)
         self.summary = stats.summarize(self.table, self.configs, self.queries, self.refs)
         self.charts: list[tuple[str, str]] = []
+        helper_cfgs = {
+            c["name"]
+            for c in plan["configs"]
+            if (c.get("settings") or {}).get("nvm_prefetch") == "helper"
+        }
+        helper_cfgs |= {r["config"] for r in records if (r.get("helpers") or {}).get("threads")}
+        #: configurations whose backend has prefetch helper threads
+        self.helper_configs = [c for c in self.configs if c in helper_cfgs]
+        self.unavailable: dict[str, str] = dict(plan.get("unavailable") or {})
 
     # ---- per-cell helpers over the raw records
 
@@ -299,9 +308,14 @@ class Report:
 
             return fn
 
+        def helpers(key: str) -> Callable[[dict[str, Any]], float | None]:
+            return lambda r: (r.get("helpers") or {}).get(key)
+
         return {
             "backend user": self.sum_common(c, backend("utime_s")) or 0.0,
             "backend system": self.sum_common(c, backend("stime_s")) or 0.0,
+            "helper threads user": self.sum_common(c, helpers("utime_s")) or 0.0,
+            "helper threads system": self.sum_common(c, helpers("stime_s")) or 0.0,
             "io workers": self.sum_common(c, group("io worker")) or 0.0,
             "other server processes": self.sum_common(c, group(None)) or 0.0,
         }
@@ -313,7 +327,10 @@ class Report:
         fig, ax = plt.subplots(figsize=(8, 0.5 * len(self.configs) + 1.5))
         left = [0.0] * len(self.configs)
         parts = {c: self.cpu_parts(c) for c in self.configs}
-        for k in ("backend user", "backend system", "io workers", "other server processes"):
+        keys = list(parts[self.configs[0]])
+        if not self.helper_configs:
+            keys = [k for k in keys if not k.startswith("helper")]
+        for k in keys:
             vals = [parts[c][k] for c in self.configs]
             ax.barh(self.configs, vals, left=left, label=k)
             left = [a + b for a, b in zip(left, vals, strict=True)]
@@ -403,6 +420,8 @@ class Report:
             "queries ok",
             "failed",
         ]
+        if self.helper_configs:
+            hdr.insert(5, "helper CPU [s]")
         by = {c["name"]: c for c in self.plan["configs"]}
         rows = []
         for c in self.configs:
@@ -420,7 +439,19 @@ class Report:
                     str(s.n_failed),
                 ]
             )
-        return [("table", hdr, rows)]
+            if self.helper_configs:
+                rows[-1].insert(5, _fmt(self.helper_total(c), 3))
+        out: list[Block] = [("table", hdr, rows)]
+        if self.unavailable:
+            out.append(
+                (
+                    "p",
+                    "Not run: "
+                    + "; ".join(f"{n} — not available: {w}" for n, w in self.unavailable.items())
+                    + ".",
+                )
+            )
+        return out
 
     def per_query_blocks(self) -> list[Block]:
         hdr = ["query", *self.configs]
@@ -495,14 +526,149 @@ class Report:
             "configuration",
             "backend user [s]",
             "backend system [s]",
+            "helper threads user [s]",
+            "helper threads system [s]",
             "io workers [s]",
             "other server processes [s]",
         ]
         rows = []
         for c in self.configs:
             p = self.cpu_parts(c)
-            rows.append([c, *[_fmt(v, 2) for v in p.values()]])
-        return [("table", hdr, rows)]
+            vals = [_fmt(v, 2) for v in p.values()]
+            if c not in self.helper_configs:
+                vals[2] = vals[3] = "–"
+            rows.append([c, *vals])
+        return [
+            ("table", hdr, rows),
+            (
+                "p",
+                "Sums over the common queries of per-query medians. Backend: the main thread "
+                "of the measured backend process (the computation thread), from "
+                "/proc/<pid>/task/<pid>/stat; helper threads: its other threads (prefetch "
+                "helpers, nvm_prefetch = helper), /proc/<pid>/task/<tid>/stat. Parallel "
+                "workers are other processes, counted under other server processes "
+                "(running: by backend type; exited: the postmaster's reaped-children "
+                "times); a worker's CPU includes its own helper threads.",
+            ),
+        ]
+
+    @staticmethod
+    def _helper_cpu(r: dict[str, Any]) -> float | None:
+        return stats.cpu_seconds(r.get("helpers"))
+
+    @staticmethod
+    def _backend_cpu(r: dict[str, Any]) -> float | None:
+        return stats.cpu_seconds(r.get("backend"))
+
+    def helper_total(self, c: str) -> float | None:
+        """Sum over the common queries of the median helper CPU (user + system) of ``c``."""
+        if c not in self.helper_configs:
+            return None
+        return self.sum_common(c, self._helper_cpu)
+
+    def _prefetch(self, key: str) -> Callable[[dict[str, Any]], float | None]:
+        def get(r: dict[str, Any]) -> float | None:
+            v = (r.get("prefetch") or {}).get(key)
+            return float(v) if isinstance(v, int | float) else None
+
+        return get
+
+    def helper_blocks(self) -> list[Block]:
+        if not self.helper_configs:
+            return [
+                (
+                    "p",
+                    "No configuration of this run has prefetch helper threads "
+                    "(nvm_prefetch = helper).",
+                )
+            ]
+        hc = self.helper_configs
+
+        def cell(c: str, q: int) -> str:
+            h = self.median_of(c, q, self._helper_cpu)
+            b = self.median_of(c, q, self._backend_cpu)
+            n = self.median_of(c, q, lambda r: (r.get("helpers") or {}).get("threads"))
+            if h is None:
+                return "–"
+            return f"{h:.3f} / {_fmt(b, 3)} ({_num(n)} thr)"
+
+        rows = [[qname(q).upper(), *[cell(c, q) for c in hc]] for q in self.queries]
+        rows.append(
+            [
+                f"total ({len(self.common)} q)",
+                *[
+                    f"{_fmt(self.helper_total(c), 3)} / "
+                    f"{_fmt(self.sum_common(c, self._backend_cpu), 3)}"
+                    for c in hc
+                ],
+            ]
+        )
+        out: list[Block] = [
+            (
+                "p",
+                "CPU seconds of the backend's prefetch helper threads / of its main "
+                "(computation) thread, median per query, and the number of helper threads; "
+                "total: sums of the medians over the common queries. On-CPU time from "
+                "/proc/<pid>/task/<tid>/schedstat (nanoseconds; helpers often run for a few "
+                "ms per query, below the 10 ms ticks of the user/system split in the CPU "
+                "table). Helper CPU is not in the backend columns elsewhere in this report.",
+            ),
+            ("table", ["query", *hc], rows),
+        ]
+        # the pool as the server reports it (pgnvm_prefetch(), after each query)
+        have = [c for c in hc if any(r.get("prefetch") for r in self.records if r["config"] == c)]
+        if not have:
+            return out
+        prow = []
+        for c in have:
+            recs = [r for r in self.records if r["config"] == c and r.get("prefetch")]
+            schemes = sorted({str(r["prefetch"].get("scheme")) for r in recs})
+            mappings = sorted({str(r["prefetch"].get("mapping")) for r in recs})
+            cpus = sorted(
+                {",".join(str(x) for x in (r["prefetch"].get("helper_cpus") or [])) for r in recs}
+            )
+            fbs = sorted(
+                {str(r["prefetch"]["fallback"]) for r in recs if r["prefetch"].get("fallback")}
+            )
+            prow.append(
+                [
+                    c,
+                    "/".join(mappings),
+                    "/".join(schemes),
+                    " | ".join(x or "–" for x in cpus),
+                    *[
+                        _num(self.sum_common(c, self._prefetch(k)))
+                        for k in ("jobs_enqueued", "jobs_dropped", "jobs_skipped", "fault_errors")
+                    ],
+                    _fmt((self.sum_common(c, self._prefetch("helper_cpu_ms")) or 0.0) / 1e3, 3),
+                    "; ".join(fbs) or "–",
+                ]
+            )
+        out += [
+            (
+                "p",
+                "The pools as pgnvm_prefetch() reported them after each query (sums of "
+                "per-query medians over the common queries; a scheme other than the "
+                "mapping asked for is the library's fallback).",
+            ),
+            (
+                "table",
+                [
+                    "configuration",
+                    "mapping",
+                    "effective",
+                    "helper CPUs",
+                    "jobs enqueued",
+                    "dropped",
+                    "skipped",
+                    "fault errors",
+                    "helper CPU (library) [s]",
+                    "fallback",
+                ],
+                prow,
+            ),
+        ]
+        return out
 
     def hw_blocks(self) -> list[Block]:
         if not self.hw_available():
@@ -627,6 +793,8 @@ class Report:
             "filesystems",
             "load",
             "hardware_counters",
+            "cpu_topology",
+            "pgnvm_extension",
             "python",
         ]
         rows = [
@@ -662,10 +830,14 @@ class Report:
             "before the run); for data on disk the OS page cache is dropped (`sync; echo 3 > "
             "/proc/sys/vm/drop_caches`); the query runs in a fresh connection. Wall-clock: "
             "client side, from sending the query until the whole result has arrived. Backend "
-            "CPU (user/system) and page faults: /proc/<backend pid>/stat before and after "
-            "(clock-tick resolution, 10 ms). Other server processes: every child of the "
-            "postmaster, grouped by backend_type, plus the postmaster's reaped-children times "
-            "(parallel workers that exited). pg_stat_io: snapshots before and after in the "
+            "CPU (user/system) and page faults: the backend's main thread, "
+            "/proc/<pid>/task/<pid>/stat before and after (clock-tick resolution, 10 ms); its "
+            "other threads are prefetch helpers (nvm_prefetch = helper; they live until the "
+            "connection closes, and are read before it does), reported apart. Hardware and "
+            "software counters: the main thread only. Other server processes: every child of "
+            "the postmaster, grouped by backend_type, plus the postmaster's reaped-children "
+            "times (parallel workers that exited); a worker's CPU includes its own helper "
+            "threads. pg_stat_io: snapshots before and after in the "
             "measured session, each after `pg_stat_force_next_flush()` made the session flush "
             "its pending statistics at the end of the previous statement; client-backend rows "
             "are exact, other processes' rows are as of their own last flush. Medians over "
@@ -728,6 +900,8 @@ class Report:
             if name == "cpu_breakdown.png":
                 b.append(("img", name, title))
         b += self.cpu_blocks()
+        b.append(("h2", "Prefetch helper threads"))
+        b += self.helper_blocks()
         b.append(("h2", "pg_stat_io (sum over the common queries of per-query medians)"))
         b += self.io_blocks()
         b.append(("h2", "Hardware counters"))
@@ -832,6 +1006,7 @@ class Report:
                 "ratios_total": s.total_ratios,
                 "queries_ok": s.n_ok,
                 "queries_failed": s.n_failed,
+                "helper_cpu_s": self.helper_total(c),
             }
             for c, s in self.summary.items()
         }
@@ -842,6 +1017,9 @@ class Report:
                 "max_s": cell.max,
                 "status": cell.status_summary(),
                 "kernel_share": cell.kernel_share,
+                "helper_cpu_s": (
+                    self.median_of(c, q, self._helper_cpu) if c in self.helper_configs else None
+                ),
             }
             for (c, q), cell in self.table.items()
         }
@@ -853,6 +1031,7 @@ class Report:
                     "cells": per_query,
                     "mismatches": self.mismatches,
                     "interrupted": self.interrupted,
+                    "not_available": self.unavailable,
                 },
                 indent=2,
                 sort_keys=True,
@@ -899,7 +1078,17 @@ class Report:
         for r in self.refs:
             t.add_row(f"GM ×{r}", *[_ratio(self.summary[c].ratios.get(r)) for c in self.configs])
         t.add_row("kernel share", *[_pct(self._kernel_total(c)) for c in self.configs])
+        if self.helper_configs:
+            t.add_row(
+                "helper CPU \\[s]",  # rich markup: a literal [s]
+                *[
+                    _fmt(self.helper_total(c), 3) if c in self.helper_configs else "–"
+                    for c in self.configs
+                ],
+            )
         con.print(t)
+        for n, why in self.unavailable.items():
+            con.print(f"{n}: not available: {why}", markup=False)
         if self.mismatches:
             con.print(f"[bold red]CORRECTNESS FAILED: {len(self.mismatches)} wrong answer(s)[/]")
         else:

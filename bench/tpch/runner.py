@@ -11,14 +11,22 @@ Protocol of one run (configuration C, query Q, repetition R):
    server processes (``pg_stat_activity``), ``pg_stat_force_next_flush()`` (this session's
    start-up I/O is flushed to the shared statistics when that statement ends) and a
    ``pg_stat_io`` snapshot.
-3. /proc samples of the backend and of every other server process; hardware/software counters
-   attached to the backend; the query is sent; wall-clock = from sending it until its whole
-   result has arrived (psycopg returns after libpq has received all rows; converting them to
-   Python objects is not timed); counters and /proc samples are read again.
+3. /proc samples of every thread of the backend (``/proc/<pid>/task/<tid>``) and of every
+   other server process; hardware/software counters attached to the backend's main thread;
+   the query is sent; wall-clock = from sending it until its whole result has arrived
+   (psycopg returns after libpq has received all rows; converting them to Python objects is
+   not timed); counters and /proc samples are read again. The backend's main thread (tid ==
+   pid) is the computation thread (``backend``); its other threads are prefetch helpers
+   (``helpers``: nvm_prefetch = helper creates them in the query and they live until the
+   connection closes, so the second sample still sees them). Parallel workers are other
+   processes: their CPU, with their own helpers', is in ``others``.
 4. ``pg_stat_force_next_flush()`` again, so the backend flushes the query's I/O statistics
    when that statement ends, then the second ``pg_stat_io`` snapshot: the ``client
    backend`` rows of the delta are this query's I/O exactly. Other processes (checkpointer,
    I/O workers, ...) flush on their own schedule, so their rows are "as of their last flush".
+   Configurations with helpers: ``pgnvm_prefetch()`` (the pool's counters and placement);
+   se2 configurations: the delta of the ``pgnvm_stats`` counters (extension pgnvm, created in
+   schema ``pgnvm`` at set-up when the build has it).
 5. The answer is compared with the first answer of the same query (any configuration).
 
 Order: for each repetition, for each query, every configuration in turn (configurations
@@ -49,7 +57,7 @@ import psycopg.errors
 from bench import cluster as clu
 from bench import paths, ui
 from bench.build import ensure_built
-from bench.tpch import compare, data, measure, queries, report, stats, targets
+from bench.tpch import compare, data, measure, queries, report, stats, targets, topology
 from bench.tpch.configs import (
     Common,
     Config,
@@ -82,6 +90,16 @@ CSV_FIELDS = [
     "majflt",
     "vcsw",
     "nvcsw",
+    "helper_threads",
+    "helper_utime_s",
+    "helper_stime_s",
+    "helper_minflt",
+    "pf_scheme",
+    "pf_jobs_enqueued",
+    "pf_jobs_dropped",
+    "pf_jobs_skipped",
+    "pf_fault_errors",
+    "pf_helper_cpu_ms",
     "others_cpu_s",
     "io_worker_cpu_s",
     "exited_children_cpu_s",
@@ -211,6 +229,15 @@ def csv_row(rec: dict[str, Any]) -> dict[str, Any]:
         }
     )
     io = rec.get("pg_stat_io") or []
+    h = rec.get("helpers") or {}
+    row["helper_threads"] = h.get("threads")
+    row["helper_utime_s"] = h.get("utime_s")
+    row["helper_stime_s"] = h.get("stime_s")
+    row["helper_minflt"] = h.get("minflt")
+    pf = rec.get("prefetch") or {}
+    row["pf_scheme"] = pf.get("scheme")
+    for k in ("jobs_enqueued", "jobs_dropped", "jobs_skipped", "fault_errors", "helper_cpu_ms"):
+        row[f"pf_{k}"] = pf.get(k)
     row["client_reads"] = measure.stat_io_sum(io, "client backend", "reads") if io else None
     row["client_read_bytes"] = (
         measure.stat_io_sum(io, "client backend", "read_bytes") if io else None
@@ -336,6 +363,18 @@ class Runner:
         for c in self.configs:
             self.settings[c.name] = server_settings(c, o.common, whole_db)
         self.env["db_bytes"] = {s: t.db_bytes for s, t in self.targets.items()}
+        self.env["pgnvm_extension"] = {
+            s: f"{t.pgnvm_extension} (schema {t.pgnvm_schema})"
+            if t.pgnvm_schema
+            else t.pgnvm_extension
+            for s, t in self.targets.items()
+        }
+        topo = topology.current()
+        self.env["cpu_topology"] = {
+            "usable_cpus": topology.format_cpulist(set(topo.cpus)),
+            "physical_cores": topo.physical_cores(),
+            "smt": topo.smt_unavailable() or "yes",
+        }
         self.env["datadirs"] = {s: str(t.cluster.datadir) for s, t in self.targets.items()}
         self.env["clusters"] = {s: t.name for s, t in self.targets.items()}
         for s, t in self.targets.items():
@@ -423,9 +462,11 @@ class Runner:
             }
             if "server_version" not in self.env:
                 self.env["server_version"] = conn.execute("select version()").fetchone()[0]  # type: ignore[index]
+            # before the flush: its own catalog look-ups are not in the pg_stat_io delta
+            nvm0 = _pgnvm_stats(conn, tg) if cfg.engine == "se2" else None
             conn.execute("select pg_stat_force_next_flush()")
             io0 = measure.stat_io_snapshot(conn)
-            s0 = measure.proc_sample(pid)
+            s0 = measure.thread_samples(pid)
             c0 = measure.cluster_sample(pm, {pid}, btypes) if pm else None
             perf = measure.PerfCounters(pid) if o.perf else None
             if perf:
@@ -443,13 +484,16 @@ class Runner:
                 rec["error"] = str(e).strip()
             wall = time.perf_counter() - t0
             rec["perf"] = perf.stop() if perf else None
-            s1 = measure.proc_sample(pid)
+            s1 = measure.thread_samples(pid)
             c1 = measure.cluster_sample(pm, {pid}, btypes) if pm else None
             rec["wall_s"] = round(wall, 6)
             if s0 and s1:
-                b = s1.minus(s0)
-                rec["backend"] = b
-                rec["kernel_share"] = stats.kernel_share(b["utime_s"], b["stime_s"])
+                b, helpers = measure.backend_delta(pid, s0, s1)
+                if b is not None:
+                    rec["backend"] = b  # the main (computation) thread only
+                    rec["kernel_share"] = stats.kernel_share(b["utime_s"], b["stime_s"])
+                rec["helpers"] = helpers
+                rec["helper_cpu_s"] = round(stats.cpu_seconds(helpers) or 0.0, 6)
             if c0 and c1:
                 rec["others"] = measure.cluster_delta(c0, c1)
                 rec["others_cpu_s"] = round(measure.others_cpu_total(rec["others"]), 3)
@@ -458,6 +502,12 @@ class Runner:
             if not (conn.broken or conn.closed):
                 conn.execute("select pg_stat_force_next_flush()")
                 rec["pg_stat_io"] = measure.stat_io_delta(io0, measure.stat_io_snapshot(conn))
+                if nvm0 is not None:
+                    nvm1 = _pgnvm_stats(conn, tg)
+                    if nvm1 is not None:
+                        rec["pgnvm_stats"] = {k: v - nvm0.get(k, 0) for k, v in nvm1.items()}
+                if cfg.helper_mapping and tg.has_prefetch_fn:
+                    rec["prefetch"] = _pgnvm_prefetch(conn, tg)
                 self._after_run(conn, cfg, q, sql, rec)
         except psycopg.OperationalError as e:
             rec["status"] = "crash"
@@ -623,6 +673,52 @@ class Runner:
         ui.info(f"results in {self.writer.out} (report.md, report.html, runs.jsonl, runs.csv)")
 
 
+_PGNVM_STATS_COLS = (
+    "mapped_reads",
+    "redirects",
+    "cow_copies",
+    "prefetch_jobs",
+    "prefetch_bytes",
+    "prefetch_dropped",
+)
+
+
+def _pgnvm_stats(conn: psycopg.Connection, tg: targets.Target) -> dict[str, int] | None:
+    """The server-wide counters of the pgnvm_stats view (since the server started; summed
+    over every process slot, so parallel workers and I/O workers count too)."""
+    if not tg.pgnvm_schema:
+        return None
+    try:
+        cur = conn.execute(
+            f"select {', '.join(_PGNVM_STATS_COLS)} from {tg.pgnvm_schema}.pgnvm_stats"
+        )
+        row = cur.fetchone()
+    except psycopg.errors.UndefinedColumn:  # an older build's view
+        return None
+    if row is None:
+        return None
+    return {k: int(v or 0) for k, v in zip(_PGNVM_STATS_COLS, row, strict=True)}
+
+
+def _pgnvm_prefetch(conn: psycopg.Connection, tg: targets.Target) -> dict[str, Any]:
+    """pgnvm_prefetch() of the measured backend: mapping asked for and effective, fallback,
+    helper threads and CPUs, the pool's job counters and helper CPU as the library counts it
+    (this backend's pool only; parallel workers have pools of their own)."""
+    try:
+        cur = conn.execute(f"select * from {tg.pgnvm_schema}.pgnvm_prefetch()")
+    except psycopg.errors.Error as e:
+        if conn.broken or conn.closed:
+            raise
+        return {"error": str(e).strip()}
+    cols = [d.name for d in cur.description or []]
+    row = cur.fetchone()
+    if row is None:
+        return {}
+    return {
+        k: (list(v) if isinstance(v, list | tuple) else v) for k, v in zip(cols, row, strict=True)
+    }
+
+
 def _run_line(i: int, n: int, rec: dict[str, Any]) -> str:
     st = rec["status"]
     w = rec.get("wall_s")
@@ -631,6 +727,9 @@ def _run_line(i: int, n: int, rec: dict[str, Any]) -> str:
         extra += " WRONG ANSWER"
     ks = rec.get("kernel_share")
     ks_txt = f" sys {ks * 100:.0f}%" if isinstance(ks, float) else ""
+    h = rec.get("helpers") or {}
+    if h.get("threads"):
+        ks_txt += f" helpers {h['threads']}: {rec.get('helper_cpu_s', 0):.3f}s CPU"
     return (
         f"[{i}/{n}] {queries.qname(rec['query'])} {rec['config']:<18} run {rec['rep']}:"
         f"{extra}{ks_txt}"

@@ -33,6 +33,18 @@ def kernel_share(utime: float, stime: float) -> float | None:
     return stime / tot if tot > 0 else None
 
 
+def cpu_seconds(d: dict[str, Any] | None) -> float | None:
+    """CPU seconds of a /proc delta (``backend`` or ``helpers`` of a run record): the
+    on-CPU time from schedstat (ns resolution) when it was read, else user + system (10 ms
+    clock ticks); None without a delta."""
+    if not d:
+        return None
+    rt = d.get("runtime_s")
+    if rt:
+        return float(rt)
+    return float(d.get("utime_s", 0.0)) + float(d.get("stime_s", 0.0))
+
+
 @dataclass
 class Cell:
     """One (configuration, query): every run's outcome and the summary of the ok ones."""

@@ -57,6 +57,9 @@ class Target:
         self._cluster: clu.Cluster | None = None
         self.db_bytes: int = 0
         self.engine: str | None = None  # engine of the running / last configured server
+        self.pgnvm_schema: str | None = None  # where extension pgnvm is (None: not there)
+        self.pgnvm_extension = "not checked"  # what ensure() found / did
+        self.has_prefetch_fn = False  # pgnvm_prefetch() exists
 
     @property
     def cluster(self) -> clu.Cluster:
@@ -123,6 +126,14 @@ class Target:
                 )
                 result = f"loaded: {why}"
             with self.connect(schema.DBNAME) as conn:
+                try:
+                    self.pgnvm_schema, self.pgnvm_extension = schema.ensure_pgnvm_extension(conn)
+                except psycopg.Error as e:  # the numbers do not depend on it: go on without
+                    self.pgnvm_schema, self.pgnvm_extension = None, f"failed: {e}".strip()
+                    ui.notice(f"{self.name}: extension pgnvm not usable: {e}")
+                self.has_prefetch_fn = self.pgnvm_schema is not None and (
+                    "no pgnvm_prefetch" not in self.pgnvm_extension
+                )
                 row = conn.execute("select pg_database_size(current_database())").fetchone()
                 self.db_bytes = int(row[0]) if row else 0
         finally:
