@@ -6,7 +6,9 @@ clusters of a real run.
 Uses the installed release build when there is one (``--no-build``), else builds it (as a
 fresh machine's first ``./pgnvm tpch`` would). Checks the raw files and the report of a full
 run, then that a deliberately wrong answer (the PGNVM_TPCH_PERTURB test hook) fails the run
-naming the query and the configurations. No timing assertions.
+naming the query and the configurations. Then the se2 prefetch configurations on two
+queries: the helper threads' CPU is recorded apart from the backend's main thread, and a
+mapping the CPU topology cannot honour is listed as not available. No timing assertions.
 """
 
 from __future__ import annotations
@@ -46,7 +48,10 @@ def _configs() -> list[str]:
 
 
 def _tpch(
-    out: Path, *args: str, env_extra: dict[str, str] | None = None
+    out: Path,
+    *args: str,
+    env_extra: dict[str, str] | None = None,
+    config_names: list[str] | None = None,
 ) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(paths.REPO_ROOT)
@@ -62,7 +67,7 @@ def _tpch(
         "--sf",
         "0.01",
         "--configs",
-        ",".join(_configs()),
+        ",".join(config_names or _configs()),
         "--port",
         str(PORT),
         "--out",
@@ -148,3 +153,53 @@ def test_tpch_end_to_end(tmp_path: Path, test_clusters: None) -> None:
     assert [(m["query"], m["config"], m["reference"]) for m in mism] == [(6, cfgs[1], cfgs[0])]
     assert "CORRECTNESS FAILED" in (out2 / "report.md").read_text()
     assert (out2 / "answers" / f"q06.{cfgs[1]}.rep1.WRONG.json").is_file()
+
+
+PREFETCH_CONFIGS = ["nvm_se2", "nvm_se2_inline", "nvm_se2_m1", "nvm_se2_m2", "nvm_se2_m3"]
+
+
+def test_tpch_prefetch_helpers(tmp_path: Path, test_clusters: None) -> None:
+    bindir = paths.install_dir("release") / "bin"
+    if not (bindir / "postgres").is_file():
+        pytest.skip("no release build installed")
+    avail = configs.availability(
+        bindir, [configs.BY_NAME[n] for n in PREFETCH_CONFIGS], configs.Common()
+    )
+    if avail["nvm_se2_m1"] is not None:
+        pytest.skip(f"nvm_se2_m1 not available: {avail['nvm_se2_m1']}")
+    out = tmp_path / "prefetch"
+    r = _tpch(out, "--queries", "1,6", "--repeat", "1", config_names=PREFETCH_CONFIGS)
+    assert r.returncode == 0, r.stdout + r.stderr
+    runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+    ran = [n for n in PREFETCH_CONFIGS if avail[n] is None]
+    assert {x["config"] for x in runs} == set(ran)
+    assert {x["status"] for x in runs} == {"ok"}
+    assert len({(x["query"], x["answer"]) for x in runs}) == 2  # same answers everywhere
+    plan = json.loads((out / "plan.json").read_text())
+    md = (out / "report.md").read_text()
+    summary = json.loads((out / "summary.json").read_text())
+    for n in PREFETCH_CONFIGS:
+        if avail[n] is not None:  # e.g. m2/m3 without SMT: listed with the reason, not run
+            assert plan["unavailable"][n] == avail[n]
+            assert f"{n} — not available: {avail[n]}" in md
+            assert summary["not_available"][n] == avail[n]
+            assert f"{n}: not available" in r.stdout
+    for x in runs:
+        assert x["backend"]["utime_s"] + x["backend"]["stime_s"] >= 0
+        h = x["helpers"]
+        if x["config"] in ("nvm_se2", "nvm_se2_inline"):
+            assert h["threads"] == 0 and "prefetch" not in x
+            if x["config"] == "nvm_se2_inline":
+                assert x["pgnvm_stats"]["prefetch_jobs"] > 0  # the backend prefetched itself
+            continue
+        # helper configurations: the pool exists, its threads are not the backend's
+        assert h["threads"] >= 1, x
+        assert x["backend_pid"] not in h["tids"]
+        assert h["utime_s"] >= 0 and h["stime_s"] >= 0
+        pf = x["prefetch"]
+        assert pf["mode"] == "helper" and pf["helpers"] == h["threads"]
+        assert sorted(pf["helper_tids"]) == sorted(h["tids"])
+        assert pf["jobs_enqueued"] > 0
+        assert pf["scheme"].lower() == x["config"].rsplit("_", 1)[1]  # no fallback
+        assert x["pgnvm_stats"]["prefetch_jobs"] > 0
+    assert "## Prefetch helper threads" in md

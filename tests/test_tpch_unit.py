@@ -12,7 +12,18 @@ from typing import Any
 
 import pytest
 
-from bench.tpch import compare, configs, data, measure, queries, report, runner, schema, stats
+from bench.tpch import (
+    compare,
+    configs,
+    data,
+    measure,
+    queries,
+    report,
+    runner,
+    schema,
+    stats,
+    topology,
+)
 
 # --------------------------------------------------------------------------- queries
 
@@ -185,6 +196,9 @@ def test_median_geomean_kernel_share() -> None:
     assert stats.geomean([1.0, 0.0]) is None
     assert stats.kernel_share(3.0, 1.0) == 0.25
     assert stats.kernel_share(0.0, 0.0) is None
+    assert stats.cpu_seconds(None) is None
+    assert stats.cpu_seconds({"utime_s": 0.5, "stime_s": 0.25}) == 0.75
+    assert stats.cpu_seconds({"utime_s": 0.0, "stime_s": 0.0, "runtime_s": 0.0123}) == 0.0123
 
 
 def test_cells_and_summary() -> None:
@@ -469,3 +483,214 @@ def test_report_rebuild(tmp_path: Path) -> None:
     rep = report.rebuild(tmp_path)
     assert rep.baseline == "nvm_base_sync"  # nvm_base_worker did not run
     assert "Correctness: OK" in (tmp_path / "report.md").read_text()
+
+
+# --------------------------------------------------------------------------- prefetch helpers
+
+
+def _fake_sysfs(root: Path, siblings: dict[int, str], online: str | None = None) -> Path:
+    """A fake /sys/devices/system/cpu: cpuN/topology/thread_siblings_list per CPU."""
+    d = root / "cpu"
+    d.mkdir(parents=True)
+    (d / "online").write_text((online or topology.format_cpulist(list(siblings))) + "\n")
+    for cpu, sib in siblings.items():
+        t = d / f"cpu{cpu}" / "topology"
+        t.mkdir(parents=True)
+        if sib:
+            (t / "thread_siblings_list").write_text(sib + "\n")
+    return d
+
+
+def test_cpulist_roundtrip() -> None:
+    assert topology.parse_cpulist("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11}
+    assert topology.parse_cpulist("5") == {5}
+    assert topology.format_cpulist({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8"
+    assert topology.format_cpulist([3]) == "3"
+    with pytest.raises(ValueError):
+        topology.parse_cpulist("3-1")
+
+
+def test_topology_no_smt(tmp_path: Path) -> None:
+    sysfs = _fake_sysfs(tmp_path, {0: "0", 1: "1"})
+    t = topology.detect({0, 1}, sysfs)
+    assert t.known and t.physical_cores() == 2 and not t.has_smt_sibling()
+    assert t.smt_unavailable() == "no SMT sibling: CPUs 0-1 are one thread per core"
+    assert t.mapping_unavailable("m1") is None
+    assert t.mapping_unavailable("m2") == t.smt_unavailable()
+    assert "no SMT sibling" in (t.mapping_unavailable("m3") or "")
+    assert t.mapping_unavailable("2,3") is None  # explicit lists: the library's business
+
+
+def test_topology_smt(tmp_path: Path) -> None:
+    # 2 cores x 2 threads, numbered as Linux does on x86 (siblings n and n+2)
+    sysfs = _fake_sysfs(tmp_path, {0: "0,2", 1: "1,3", 2: "0,2", 3: "1,3"})
+    t = topology.detect({0, 1, 2, 3}, sysfs)
+    assert t.has_smt_sibling() and t.physical_cores() == 2
+    for m in ("m1", "m2", "m3"):
+        assert t.mapping_unavailable(m) is None, m
+    # one core with both its threads: M2 yes, M1 and M3 no (no second core)
+    one = topology.detect({1, 3}, sysfs)
+    assert one.mapping_unavailable("m2") is None
+    assert "no second physical core" in (one.mapping_unavailable("m1") or "")
+    assert "no second physical core" in (one.mapping_unavailable("m3") or "")
+    # affinity without the siblings: like no SMT, and the reason says where they are
+    aff = topology.detect({0, 1}, sysfs)
+    why = aff.smt_unavailable() or ""
+    assert why.startswith("no SMT sibling: CPUs 0-1") and "siblings 2-3 are outside" in why
+    # an offline CPU does not count
+    off = topology.detect({0, 1, 2, 3}, _fake_sysfs(tmp_path / "o", {0: "0,2", 1: "1"}, "0-1"))
+    assert off.cpus == frozenset({0, 1}) and not off.has_smt_sibling()
+
+
+def test_topology_core_id_fallback_and_unknown(tmp_path: Path) -> None:
+    sysfs = _fake_sysfs(tmp_path, {0: "", 1: ""})
+    for cpu in (0, 1):
+        t = sysfs / f"cpu{cpu}" / "topology"
+        (t / "physical_package_id").write_text("0\n")
+        (t / "core_id").write_text("7\n")  # same core: SMT siblings
+    t = topology.detect({0, 1}, sysfs)
+    assert t.known and t.has_smt_sibling() and t.physical_cores() == 1
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    u = topology.detect({0, 1}, bare)
+    assert not u.known and not u.has_smt_sibling()
+    assert "no SMT sibling known" in (u.smt_unavailable() or "")
+
+
+def test_prefetch_configs_in_table(tmp_path: Path) -> None:
+    for n in ("nvm_se2_inline", "nvm_se2_m1", "nvm_se2_m2", "nvm_se2_m3"):
+        c = configs.BY_NAME[n]
+        assert c.engine == "se2" and c.storage == "nvm" and c.default, n
+    assert configs.BY_NAME["nvm_se2_inline"].prefetch == "inline"
+    assert configs.BY_NAME["nvm_se2_inline"].helper_mapping is None
+    assert configs.BY_NAME["nvm_se2"].helper_mapping is None
+    assert [configs.BY_NAME[f"nvm_se2_m{i}"].helper_mapping for i in (1, 2, 3)] == [
+        "m1",
+        "m2",
+        "m3",
+    ]
+    s = configs.server_settings(configs.BY_NAME["nvm_se2_m1"], configs.Common())
+    assert s["nvm_prefetch"] == "helper" and s["nvm_prefetch_mapping"] == "m1"
+    # the acceptance set of issue 5 comes from one default run
+    for n in ("nvm_base_worker", "nvm_se2", "nvm_se2_inline", "nvm_se2_m1", "mem_limit"):
+        assert n in configs.default_names()
+    no_smt = topology.detect({0, 1}, _fake_sysfs(tmp_path, {0: "0", 1: "1"}))
+    av = configs.topology_availability(list(configs.CONFIGS), no_smt)
+    assert av["nvm_se2_m2"] == "no SMT sibling: CPUs 0-1 are one thread per core"
+    assert av["nvm_se2_m3"] is not None and av["nvm_se2_m3"].startswith("no SMT sibling")
+    assert all(av[n] is None for n in av if n not in ("nvm_se2_m2", "nvm_se2_m3"))
+    # availability() decides on the topology without asking the server
+    full = configs.availability(
+        tmp_path / "no-such-bindir",
+        [configs.BY_NAME["nvm_se2_m2"], configs.BY_NAME["nvm_se2_m3"]],
+        configs.Common(),
+        no_smt,
+    )
+    assert full["nvm_se2_m2"] == av["nvm_se2_m2"]
+
+
+def _fake_task(proc: Path, pid: int, tid: int, ut: int, st: int, minflt: int, start: int) -> None:
+    d = proc / str(pid) / "task" / str(tid)
+    d.mkdir(parents=True, exist_ok=True)
+    # fields from 3 (state) on; 10 minflt, 12 majflt, 14 utime, 15 stime, 22 starttime
+    f = ["S"] + ["0"] * 49
+    f[10 - 3], f[14 - 3], f[15 - 3], f[22 - 3] = str(minflt), str(ut), str(st), str(start)
+    (d / "stat").write_text(f"{tid} (postgres: x (y)) " + " ".join(f) + "\n")
+    (d / "schedstat").write_text(f"{(ut + st) * 10_000_000} 0 5\n")
+    (d / "status").write_text("voluntary_ctxt_switches:\t3\nnonvoluntary_ctxt_switches:\t1\n")
+
+
+def test_thread_samples_and_backend_delta(tmp_path: Path) -> None:
+    proc = tmp_path / "proc"
+    tick = measure.CLK_TCK
+    pid = 4242
+    _fake_task(proc, pid, pid, 10, 5, 100, 1000)  # before the query: only the main thread
+    before = measure.thread_samples(pid, proc)
+    assert list(before) == [pid]
+    # after: the main thread ran on; two helpers started during the query
+    _fake_task(proc, pid, pid, 10 + 2 * tick, 5 + tick // 2, 150, 1000)
+    _fake_task(proc, pid, pid + 1, tick, tick, 900, 2000)
+    _fake_task(proc, pid, pid + 2, tick // 2, 0, 40, 2001)
+    after = measure.thread_samples(pid, proc)
+    assert sorted(after) == [pid, pid + 1, pid + 2]
+    main, helpers = measure.backend_delta(pid, before, after)
+    assert main is not None
+    assert main["utime_s"] == pytest.approx(2.0)
+    assert main["stime_s"] == pytest.approx((tick // 2) / tick)
+    assert main["minflt"] == 50
+    assert helpers["threads"] == 2 and helpers["tids"] == [pid + 1, pid + 2]
+    assert helpers["utime_s"] == pytest.approx(1.0 + (tick // 2) / tick)
+    assert helpers["stime_s"] == pytest.approx(1.0)
+    assert helpers["minflt"] == 940
+    assert helpers["vcsw"] == 6
+    # a helper already there before counts its difference only
+    main2, h2 = measure.backend_delta(pid, after, after)
+    assert main2 is not None and main2["utime_s"] == 0 and h2["utime_s"] == 0
+    # no helpers: zeros, not missing
+    _, none = measure.backend_delta(pid, before, before)
+    assert none["threads"] == 0 and none["utime_s"] == 0
+    assert measure.thread_samples(99999, proc) == {}
+
+
+def test_thread_samples_self() -> None:
+    s = measure.thread_samples(os.getpid())
+    assert os.getpid() in s and s[os.getpid()].minflt >= 0
+
+
+def test_csv_row_helpers() -> None:
+    rec = _rec("nvm_se2_m1", 1, 1.0)
+    rec["helpers"] = {"threads": 1, "utime_s": 0.3, "stime_s": 0.2, "minflt": 900}
+    rec["prefetch"] = {"scheme": "M1", "jobs_enqueued": 10, "jobs_dropped": 1}
+    row = runner.csv_row(rec)
+    assert row["helper_threads"] == 1 and row["helper_utime_s"] == 0.3
+    assert row["pf_scheme"] == "M1" and row["pf_jobs_dropped"] == 1
+    assert row["pf_fault_errors"] is None
+    assert set(row) <= set(runner.CSV_FIELDS)
+
+
+def test_report_helper_cpu(tmp_path: Path) -> None:
+    names = ["nvm_base_worker", "nvm_se2", "nvm_se2_m1"]
+    recs = []
+    for n in names:
+        for q in (1, 6):
+            r = _rec(n, q, 1.0)
+            r["helpers"] = {"threads": 0, "utime_s": 0.0, "stime_s": 0.0, "minflt": 0}
+            if n == "nvm_se2_m1":
+                r["helpers"] = {
+                    "threads": 1,
+                    "utime_s": 0.25,
+                    "stime_s": 0.5,
+                    "runtime_s": 0.8,  # schedstat: preferred over the ticks
+                    "minflt": 9,
+                }
+                r["prefetch"] = {
+                    "mapping": "m1",
+                    "scheme": "M1",
+                    "helper_cpus": [1],
+                    "jobs_enqueued": 100,
+                    "jobs_dropped": 0,
+                    "jobs_skipped": 3,
+                    "fault_errors": 0,
+                    "helper_cpu_ms": 700.0,
+                    "fallback": None,
+                }
+            recs.append(r)
+    plan = _plan(names, [1, 6])
+    plan["unavailable"] = {"nvm_se2_m2": "no SMT sibling: CPUs 0-1 are one thread per core"}
+    rpt = report.Report(tmp_path, plan, {"cpus": 2}, recs, [])
+    assert rpt.helper_configs == ["nvm_se2_m1"]
+    assert rpt.helper_total("nvm_se2_m1") == pytest.approx(1.6)
+    assert rpt.helper_total("nvm_se2") is None
+    rpt.write()
+    md = (tmp_path / "report.md").read_text()
+    assert "## Prefetch helper threads" in md
+    assert "helper CPU [s]" in md and "helper threads user [s]" in md
+    assert "0.800 / 1.250 (1 thr)" in md  # per query: helpers / main thread (no schedstat)
+    assert "nvm_se2_m2 — not available: no SMT sibling: CPUs 0-1 are one thread per core" in md
+    assert "includes its own helper threads" in md
+    summ = json.loads((tmp_path / "summary.json").read_text())
+    assert summ["configs"]["nvm_se2_m1"]["helper_cpu_s"] == pytest.approx(1.6)
+    assert summ["configs"]["nvm_se2"]["helper_cpu_s"] is None
+    assert summ["cells"]["nvm_se2_m1/q01"]["helper_cpu_s"] == pytest.approx(0.8)
+    assert summ["not_available"] == plan["unavailable"]
+    rpt.print_summary()
