@@ -89,6 +89,8 @@ static uint64 MappingGeneration = 1;
 
 /* a job covers at most this many blocks, so that retiring is fine-grained */
 #define NVM_PREFETCH_JOB_BLOCKS		16
+/* ... and, running ahead of a sequential scan, at least this many */
+#define NVM_PREFETCH_MIN_JOB_BLOCKS	8
 
 /* this process's helper pool */
 static nvmpf_pool *Pool = NULL;
@@ -461,6 +463,15 @@ NvmPrefetchRedirected(char *segmap, BlockNumber segblock, BlockNumber nblocks,
 	LastReadEnd = segblock + nblocks;
 
 	if (start >= end)
+		return;
+
+	/*
+	 * Small reads (a read stream's look-ahead is limited by the pins a
+	 * backend may hold) would make small jobs, each with its own madvise()
+	 * call: ahead of a sequential scan, wait until a few blocks add up.
+	 */
+	if (sequential && end - start < NVM_PREFETCH_MIN_JOB_BLOCKS &&
+		end < (BlockNumber) RELSEG_SIZE)
 		return;
 	nvm_prefetch_enqueue(pool, segmap, start, end);
 	PrefetchedEnd = end;
