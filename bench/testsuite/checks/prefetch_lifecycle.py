@@ -300,6 +300,7 @@ class _Ctx:
     blocks: int
     postmaster: int
     mode: str  # nvm_prefetch of the server's configuration
+    notes: list[str] = field(default_factory=list)  # what passed, for the detail line
     backends: list[_Backend] = field(default_factory=list)
 
     def backend(self) -> _Backend:
@@ -311,7 +312,7 @@ class _Ctx:
         """After a part: terminate what it left running (a failed part may leave a long
         scan behind) and close the sessions."""
         for b in self.backends:
-            if not b.conn.closed and proctasks.exists(b.pid):
+            if b.bg is not None and b.bg.running():
                 with contextlib.suppress(psycopg.Error):
                     self.c.execute("SELECT pg_terminate_backend(%s)", (b.pid,))
             with contextlib.suppress(Exception):
@@ -369,9 +370,9 @@ def _first_scan(ctx: _Ctx, b: _Backend, what: str) -> str:
 # ---- se2 with helpers
 
 
-def _helper_lifecycle(ctx: _Ctx) -> list[str]:
+def _helper_lifecycle(ctx: _Ctx) -> None:
     """A fresh backend, its first scans, disconnect; query cancel and statement_timeout."""
-    notes = []
+    notes = ctx.notes
     c = ctx.c
 
     # 1. index-scan heap fetches (redirected, read for immediate use) start no helper and
@@ -483,13 +484,11 @@ def _helper_lifecycle(ctx: _Ctx) -> list[str]:
             f"the next scan enqueued {again.jobs_enqueued - after.jobs_enqueued} jobs"
         )
 
-    return notes
 
-
-def _settings_change(ctx: _Ctx) -> list[str]:
+def _settings_change(ctx: _Ctx) -> None:
     """New helpers at the next redirected read after nvm_prefetch_mapping changes, none
     after nvm_prefetch leaves helper; the old ones joined."""
-    notes = []
+    notes = ctx.notes
     c = ctx.c
     s = ctx.backend()
     s.scan(ctx.rows, "first scan")
@@ -541,10 +540,9 @@ def _settings_change(ctx: _Ctx) -> list[str]:
             f"nvm_prefetch helper -> {mode}: the next scan joined helpers {list(old.tids)}, "
             f"1 task left (prefetch_jobs+{pf['prefetch_jobs']})"
         )
-    return notes
 
 
-def _fatal(ctx: _Ctx) -> list[str]:
+def _fatal(ctx: _Ctx) -> None:
     """pg_terminate_backend during a long redirected scan."""
     c = ctx.c
     t = ctx.backend()
@@ -563,16 +561,16 @@ def _fatal(ctx: _Ctx) -> list[str]:
         bg.join("FATAL"), "FATAL", ADMIN_SHUTDOWN, "terminating connection due to administrator"
     )
     _wait_gone([t.pid, *p.tids], "FATAL")
-    return [
+    ctx.notes.append(
         f"FATAL during a scan: {err}; pid and helper tids {list(p.tids)} left /proc within "
         f"{GONE_WITHIN:.0f}s"
-    ]
+    )
 
 
 # ---- no helpers: se2 off/inline, base/se1
 
 
-def _no_helpers(ctx: _Ctx) -> list[str]:
+def _no_helpers(ctx: _Ctx) -> None:
     """A redirected scan (se2) or a plain one (base/se1, with nvm_prefetch = helper set in
     the session) leaves the backend single-threaded."""
     env, c = ctx.env, ctx.c
@@ -600,16 +598,16 @@ def _no_helpers(ctx: _Ctx) -> list[str]:
         raise CheckFailed(f"{env.label}, nvm_prefetch={mode}: the scan prefetched ({pf})")
     b.conn.close()
     _wait_gone([b.pid], "disconnect")
-    return [
+    ctx.notes.append(
         f"nvm_prefetch={mode}: a seq scan ({missed}, redirects+{d['redirects']}) leaves the "
         f"backend with 1 task, prefetch_jobs+{pf['prefetch_jobs']}"
-    ]
+    )
 
 
 # ---- every engine
 
 
-def _parallel(ctx: _Ctx) -> list[str]:
+def _parallel(ctx: _Ctx) -> None:
     """A parallel seq scan without leader participation: workers launched, their prefetching
     as the mode says, none of them left afterwards."""
     env, c = ctx.env, ctx.c
@@ -681,13 +679,13 @@ def _parallel(ctx: _Ctx) -> list[str]:
                 f"parallel scan, {env.label}: prefetch_jobs+{pf['prefetch_jobs']} "
                 f"(expected {'> 0' if expect_jobs else '0'})"
             )
-    return [
+    ctx.notes.append(
         f"parallel scan: {launched}/{planned} workers, {len(samples)} sampled with at most "
         f"{most} tasks, prefetch_jobs+{pf['prefetch_jobs']} by the workers, none left after"
-    ]
+    )
 
 
-def _privileges(ctx: _Ctx) -> list[str]:
+def _privileges(ctx: _Ctx) -> None:
     env, c = ctx.env, ctx.c
     c.execute(f"DROP ROLE IF EXISTS {ROLE}")
     c.execute(f"CREATE ROLE {ROLE} LOGIN")
@@ -723,10 +721,10 @@ def _privileges(ctx: _Ctx) -> list[str]:
             details.append(detail or "")
         else:
             raise CheckFailed(f"SET {setting} = '{value}' was accepted")
-    return [
+    ctx.notes.append(
         f"non-superuser: SET nvm_prefetch / nvm_prefetch_mapping -> {INSUFFICIENT_PRIVILEGE}, "
         f"nvm_prefetch_distance allowed; 'bogus' mapping -> {INVALID_VALUE} ({details[0]})"
-    ]
+    )
 
 
 def prefetch_lifecycle(env: EngineEnv, limit: float) -> str:
@@ -743,8 +741,9 @@ def prefetch_lifecycle(env: EngineEnv, limit: float) -> str:
         if pm_pid is None:
             raise CheckFailed("no postmaster pid")
         ctx = _Ctx(env, c, rows, blocks, pm_pid, mode)
-        notes = [f"{blocks * nvmstats.BLCKSZ >> 20} MB table, {sb >> 20} MB shared_buffers"]
-        parts: list[tuple[str, Callable[[_Ctx], list[str]]]]
+        notes = ctx.notes
+        notes.append(f"{blocks * nvmstats.BLCKSZ >> 20} MB table, {sb >> 20} MB shared_buffers")
+        parts: list[tuple[str, Callable[[_Ctx], None]]]
         if env.engine == "se2" and mode == "helper":
             parts = [("lifecycle", _helper_lifecycle), ("FATAL", _fatal)]
         else:
@@ -756,7 +755,7 @@ def prefetch_lifecycle(env: EngineEnv, limit: float) -> str:
         failures = []
         for name, part in parts:
             try:
-                notes += part(ctx)
+                part(ctx)
             except CheckFailed as e:
                 failures.append(f"{name}: {e}")
             finally:
