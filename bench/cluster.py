@@ -17,8 +17,9 @@ also given to initdb (``-c nvm_storage_engine=...``) so bootstrap runs with it; 
 ``base`` the setting is not written at all, so ``base`` works on a stock build too.
 
 ``init`` on an existing cluster: a change of port/settings/flavour is applied in place
-(restart to take effect); a change of engine, storage, huge or data_root needs ``force=True``
-(re-initdb: the data is lost).
+(restart to take effect); a change of engine, storage, huge, data_root or data_checksums
+(API only; initdb ``--data-checksums``, the default, or ``--no-data-checksums``) needs
+``force=True`` (re-initdb: the data is lost).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ STATE_VERSION = 1
 #: Settings pgnvm derives from the spec: setting them via `settings` is refused.
 MANAGED_SETTINGS = {"port", "unix_socket_directories", "nvm_storage_engine"}
 #: Spec fields whose change needs a fresh initdb.
-REINIT_FIELDS = ("engine", "storage", "huge", "data_root")
+REINIT_FIELDS = ("engine", "storage", "huge", "data_root", "data_checksums")
 START_TIMEOUT = 300  # seconds (pg_ctl -t); crash recovery on big data can be slow
 _GUC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 _SUN_PATH_MAX = 107  # sizeof(sockaddr_un.sun_path) - 1
@@ -75,6 +76,7 @@ class ClusterSpec:
     huge: bool = False  # nvm on a tmpfs mounted with huge=always
     settings: dict[str, str] = field(default_factory=dict)  # extra GUCs
     data_root: str | None = None  # explicit parent directory of the data dir
+    data_checksums: bool = True  # initdb --data-checksums (False: --no-data-checksums)
 
     def validate(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", self.name):
@@ -106,6 +108,7 @@ class ClusterSpec:
         spec = cls(**{k: v for k, v in doc.items() if k in known})
         spec.port = int(spec.port)
         spec.huge = bool(spec.huge)
+        spec.data_checksums = bool(spec.data_checksums)
         spec.settings = {str(k): str(v) for k, v in (spec.settings or {}).items()}
         return spec
 
@@ -127,6 +130,12 @@ def quote_value(value: str) -> str:
 def needs_reinit(old: ClusterSpec, new: ClusterSpec) -> list[str]:
     """Spec fields that differ and cannot be changed without a new initdb."""
     return [f for f in REINIT_FIELDS if getattr(old, f) != getattr(new, f)]
+
+
+def checksums_flag(spec: ClusterSpec) -> str:
+    """initdb's data checksums option for ``spec`` (PostgreSQL 18's initdb enables them by
+    default, so off must be asked for)."""
+    return "--data-checksums" if spec.data_checksums else "--no-data-checksums"
 
 
 def socket_dir_for(state_dir: Path) -> Path:
@@ -591,7 +600,7 @@ class Cluster:
             str(self.datadir),
             "-U",
             SUPERUSER,
-            "--data-checksums",
+            checksums_flag(self.spec),
             "--auth=trust",
             "--encoding=UTF8",
             "--locale=C",
@@ -601,7 +610,8 @@ class Cluster:
             cmd += ["-c", f"nvm_storage_engine={self.spec.engine}"]
         ui.step(
             f"initdb {self.spec.name} (engine={self.spec.engine}, storage={self.spec.storage}"
-            f"{', huge' if self.spec.huge else ''}) in {self.datadir}"
+            f"{', huge' if self.spec.huge else ''}"
+            f"{'' if self.spec.data_checksums else ', no data checksums'}) in {self.datadir}"
         )
         r = osuser.run_pg(cmd, capture_output=True, text=True, check=False)
         if r.returncode != 0:
