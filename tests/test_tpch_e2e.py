@@ -8,7 +8,10 @@ fresh machine's first ``./pgnvm tpch`` would). Checks the raw files and the repo
 run, then that a deliberately wrong answer (the PGNVM_TPCH_PERTURB test hook) fails the run
 naming the query and the configurations. Then the se2 prefetch configurations on two
 queries: the helper threads' CPU is recorded apart from the backend's main thread, and a
-mapping the CPU topology cannot honour is listed as not available. No timing assertions.
+mapping the CPU topology cannot honour is listed as not available. Last, ``--data-checksums
+off`` on two queries: clusters of its own (``-nocsum``), a cluster whose setting does not match
+is initialised again and reloaded, and the checksummed clusters are still reused afterwards.
+No timing assertions.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import cluster, paths
+from bench import cluster, osuser, paths
 from bench.tpch import configs, runner
 
 PORT = 5530
@@ -85,7 +88,11 @@ def _tpch(
 @pytest.fixture(scope="module")
 def test_clusters() -> Iterator[None]:
     yield
-    for name in (f"{_prefix()}-sf0.01-nvm", f"{_prefix()}-sf0.01-disk"):
+    for name in (
+        f"{_prefix()}-sf0.01-{storage}{suffix}"
+        for storage in ("nvm", "disk")
+        for suffix in ("", "-nocsum")
+    ):
         if cluster.Cluster.exists(name):
             cluster.Cluster.load(name).destroy()
 
@@ -203,3 +210,61 @@ def test_tpch_prefetch_helpers(tmp_path: Path, test_clusters: None) -> None:
         assert pf["scheme"].lower() == x["config"].rsplit("_", 1)[1]  # no fallback
         assert x["pgnvm_stats"]["prefetch_jobs"] > 0
     assert "## Prefetch helper threads" in md
+
+
+def test_tpch_data_checksums_off(tmp_path: Path, test_clusters: None) -> None:
+    bindir = paths.install_dir("release") / "bin"
+    if not (bindir / "postgres").is_file():
+        pytest.skip("no release build installed")
+    names = ["nvm_base_worker", "nvm_se2"]
+    avail = configs.availability(bindir, [configs.BY_NAME[n] for n in names], configs.Common())
+    names = [n if avail[n] is None else "nvm_base_sync" for n in names]
+    nocsum = f"{_prefix()}-sf0.01-nvm-nocsum"
+    csum = f"{_prefix()}-sf0.01-nvm"
+    had_csum = cluster.Cluster.exists(csum)
+
+    out = tmp_path / "off"
+    r = _tpch(
+        out, "--queries", "1,6", "--repeat", "1", "--data-checksums", "off", config_names=names
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    env = json.loads((out / "env.json").read_text())
+    plan = json.loads((out / "plan.json").read_text())
+    assert env["clusters"] == {"nvm": nocsum}
+    assert env["data_checksums"] == {"nvm": "off"} and plan["data_checksums"] == "off"
+    runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+    assert {x["status"] for x in runs} == {"ok"} and len(runs) == 2 * len(set(names))
+    md = (out / "report.md").read_text()
+    assert md.startswith("# TPC-H SF 0.01 on pgnvm, data checksums off")
+    assert "data checksums **off** (initdb --no-data-checksums" in md
+    assert "data checksums off" in r.stdout  # the console summary's title
+
+    # a cluster under the -nocsum name that has checksums after all: initialised again
+    c = cluster.Cluster.load(nocsum)
+    assert not c.is_running()
+    en = osuser.run_pg(
+        [str(c.bin("pg_checksums")), "--enable", "--no-sync", "-D", str(c.datadir)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert en.returncode == 0, en.stdout + en.stderr
+    out2 = tmp_path / "off-again"
+    r2 = _tpch(
+        out2, "--queries", "6", "--repeat", "1", "--data-checksums", "off", config_names=names[:1]
+    )
+    assert r2.returncode == 0, r2.stdout + r2.stderr
+    assert "has data_checksums = on" in r2.stdout + r2.stderr
+    env2 = json.loads((out2 / "env.json").read_text())
+    assert env2["data_checksums"] == {"nvm": "off"}
+    assert env2["load"]["nvm"].startswith("loaded: ")
+
+    # the checksummed cluster of the other tests is still there and reused
+    if had_csum:
+        out3 = tmp_path / "on"
+        r3 = _tpch(out3, "--queries", "6", "--repeat", "1", config_names=names[:1])
+        assert r3.returncode == 0, r3.stdout + r3.stderr
+        env3 = json.loads((out3 / "env.json").read_text())
+        assert env3["clusters"] == {"nvm": csum}
+        assert env3["data_checksums"] == {"nvm": "on"} and env3["load"] == {"nvm": "reused"}
+        assert json.loads((out3 / "plan.json").read_text())["data_checksums"] == "on"

@@ -694,3 +694,88 @@ def test_report_helper_cpu(tmp_path: Path) -> None:
     assert summ["cells"]["nvm_se2_m1/q01"]["helper_cpu_s"] == pytest.approx(0.8)
     assert summ["not_available"] == plan["unavailable"]
     rpt.print_summary()
+
+
+# --------------------------------------------------------------------------- data checksums
+
+
+def test_checksums_cluster_names() -> None:
+    from bench.tpch import targets
+
+    assert targets.cluster_name("tpch", 1.0, "nvm") == "tpch-sf1-nvm"
+    assert targets.cluster_name("tpch", 1.0, "nvm", True) == "tpch-sf1-nvm"
+    assert targets.cluster_name("tpch", 1.0, "nvm", False) == "tpch-sf1-nvm-nocsum"
+    assert targets.cluster_name("tpch", 0.01, "disk", False) == "tpch-sf0.01-disk-nocsum"
+    assert targets.checksums_text(True) == "on" and targets.checksums_text(False) == "off"
+    on = targets.Target("nvm", 1.0)
+    off = targets.Target("disk", 1.0, "tpch", 5580, data_checksums=False)
+    assert on.name == "tpch-sf1-nvm" and on.data_checksums
+    assert off.name == "tpch-sf1-disk-nocsum" and not off.data_checksums
+    assert off.port == 5581  # the ports do not depend on the setting
+
+
+def test_checksums_cluster_spec() -> None:
+    from bench import cluster as cl
+
+    spec = cl.ClusterSpec(name="x")
+    assert spec.data_checksums and cl.checksums_flag(spec) == "--data-checksums"
+    off = cl.ClusterSpec(name="x", data_checksums=False)
+    assert cl.checksums_flag(off) == "--no-data-checksums"
+    assert cl.needs_reinit(spec, off) == ["data_checksums"]
+    # a spec.json written before the field existed: clusters were always initdb'd with them
+    old = {k: v for k, v in spec.to_json().items() if k != "data_checksums"}
+    assert cl.ClusterSpec.from_json(old).data_checksums is True
+    assert cl.ClusterSpec.from_json(off.to_json()).data_checksums is False
+
+
+@pytest.mark.parametrize(("arg", "on"), [(None, True), ("on", True), ("off", False)])
+def test_checksums_cli_option(monkeypatch: pytest.MonkeyPatch, arg: str | None, on: bool) -> None:
+    import argparse
+
+    from bench.tpch import cli as tpch_cli
+
+    seen: list[runner.Options] = []
+    monkeypatch.setattr(runner, "run", lambda o: seen.append(o) or 0)
+    p = argparse.ArgumentParser()
+    tpch_cli.register(p.add_subparsers())
+    argv = ["tpch", "--sf", "0.01"] + (["--data-checksums", arg] if arg else [])
+    args = p.parse_args(argv)
+    assert args.func(args) == 0
+    assert seen[0].data_checksums is on
+    with pytest.raises(SystemExit):
+        p.parse_args(["tpch", "--data-checksums", "maybe"])
+
+
+def test_checksums_out_dir_and_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    for on, suffix in ((True, "-sf1"), (False, "-sf1-nocsum")):
+        r = runner.Runner(runner.Options(data_checksums=on))
+        r.started = dt.datetime(2026, 1, 2, 3, 4, 5)
+        assert r.out_dir() == runner.RESULTS_DIR / f"20260102-030405{suffix}"
+        assert r.plan_doc()["data_checksums"] == ("on" if on else "off")
+    r = runner.Runner(runner.Options(data_checksums=False, out=Path("/x/y")))
+    assert r.out_dir() == Path("/x/y")  # --out wins
+
+
+def test_report_states_checksums(tmp_path: Path) -> None:
+    names = ["nvm_base_worker", "nvm_se1"]
+    recs = [_rec(n, 1, 1.0) for n in names]
+    for setting in ("off", "on", None):  # None: a plan.json written before the option
+        out = tmp_path / str(setting)
+        out.mkdir()
+        plan = _plan(names, [1])
+        if setting is not None:
+            plan["data_checksums"] = setting
+        rpt = report.Report(out, plan, {"cpus": 2}, recs, [])
+        rpt.write()
+        md = (out / "report.md").read_text()
+        shown = setting or "on"
+        assert md.startswith(f"# TPC-H SF 0.01 on pgnvm, data checksums {shown}\n")
+        if shown == "off":
+            assert "data checksums **off** (initdb --no-data-checksums" in md
+            assert "data checksums on" not in md
+        else:
+            assert "data checksums on (initdb --data-checksums)" in md
+            assert "data checksums **off**" not in md
+        assert f"repetition(s); data checksums {'**off**' if shown == 'off' else 'on'}" in md
+        summ = json.loads((out / "summary.json").read_text())
+        assert summ["data_checksums"] == shown

@@ -11,11 +11,12 @@ from bench.tpch import configs, queries, targets
 DESCRIPTION = """\
 Run the TPC-H benchmark of papers 002 (§5-§6, §8) and 004 (§4) on PostgreSQL 18 with each
 storage configuration, compare every answer across configurations, and write
-results/<timestamp>-sf<N>/ (runs.jsonl, runs.csv, env.json, report.md, report.html, PNG
-charts) plus a summary table. Does all set-up itself: builds the release flavour, generates
+results/<timestamp>-sf<N>[-nocsum]/ (runs.jsonl, runs.csv, env.json, report.md, report.html,
+PNG charts) plus a summary table. Does all set-up itself: builds the release flavour, generates
 the data with tpchgen-cli (cached in $PGNVM_HOME/tpch/data), creates and loads one cluster per
-storage target and scale factor (tpch-sf<N>-nvm, tpch-sf<N>-disk; reused by later runs while
-their load checksum matches). Each run restarts the server (cold shared buffers), drops the OS
+storage target, scale factor and data checksums setting (tpch-sf<N>-nvm, tpch-sf<N>-disk;
+with --data-checksums off tpch-sf<N>-nvm-nocsum, ...; reused by later runs while their load
+checksum matches). Each run restarts the server (cold shared buffers), drops the OS
 page cache for data on disk, runs one query in a fresh connection and records wall-clock,
 the backend's CPU time and page faults, the other server processes' CPU, pg_stat_io deltas
 and hardware counters (where the machine has them)."""
@@ -105,7 +106,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=Path,
         default=None,
         metavar="DIR",
-        help="result directory (default: results/<timestamp>-sf<SF> in the repo)",
+        help="result directory (default: results/<timestamp>-sf<SF> in the repo, "
+        "results/<timestamp>-sf<SF>-nocsum with --data-checksums off)",
     )
     p.add_argument(
         "--list-configs",
@@ -149,6 +151,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         f"{targets.DEFAULT_PORT})",
     )
     p.add_argument(
+        "--data-checksums",
+        choices=("on", "off"),
+        default="on",
+        help="initdb the clusters with data checksums (on, the default) or without (off, "
+        "PostgreSQL 9.5's default, as in the papers); each setting has clusters of its own "
+        "(off: tpch-sf<N>-<storage>-nocsum) and off results go to results/<timestamp>-sf<N>-nocsum",
+    )
+    p.add_argument(
         "--no-build",
         action="store_true",
         help="use the installed release build as it is instead of running the "
@@ -189,6 +199,7 @@ def _cmd_tpch(args: argparse.Namespace) -> int:
         perf=not args.no_perf,
         explain=not args.no_explain,
         build=not args.no_build,
+        data_checksums=args.data_checksums == "on",
         perturb=runner.parse_perturb(os.environ.get(runner.PERTURB_ENV)),
     )
     return runner.run(opts)

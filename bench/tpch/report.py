@@ -112,6 +112,8 @@ class Report:
         #: configurations whose backend has prefetch helper threads
         self.helper_configs = [c for c in self.configs if c in helper_cfgs]
         self.unavailable: dict[str, str] = dict(plan.get("unavailable") or {})
+        #: 'on' or 'off' (--data-checksums; plans written before the option: always on)
+        self.checksums: str = str(plan.get("data_checksums") or "on")
 
     # ---- per-cell helpers over the raw records
 
@@ -195,8 +197,8 @@ class Report:
         ax.set_xticks(range(len(labels)), labels, rotation=0, fontsize=8)
         ax.set_ylabel(f"wall-clock / {self.baseline}")
         ax.set_title(
-            f"TPC-H SF {self.plan['sf']:g}: median wall-clock normalised to "
-            f"{self.baseline} (black: {cfgs.CEILING} ceiling)"
+            f"TPC-H SF {self.plan['sf']:g}, checksums {self.checksums}: median wall-clock "
+            f"normalised to {self.baseline} (black: {cfgs.CEILING} ceiling)"
         )
         _legend_below(ax, len(bars) + 1)
         self._save(fig, "wallclock_normalized.png", "Wall-clock normalised (Fig. 7/12)")
@@ -768,8 +770,9 @@ class Report:
                 "p",
                 "Settings common to all configurations: "
                 + ", ".join(f"`{k}={v}`" for k, v in common.items())
-                + f"; `statement_timeout={self.plan['timeout_s']:g}s`; data checksums on "
-                "(initdb --data-checksums); everything else PostgreSQL 18's default. "
+                + f"; `statement_timeout={self.plan['timeout_s']:g}s`; "
+                + self.checksums_text()
+                + "; everything else PostgreSQL 18's default. "
                 "The server's non-default settings as it reported them are in env.json "
                 "(server_settings).",
             ),
@@ -789,6 +792,7 @@ class Report:
             "tpchgen",
             "data_digest",
             "db_bytes",
+            "data_checksums",
             "datadirs",
             "filesystems",
             "load",
@@ -820,11 +824,21 @@ class Report:
             )
         return [("p", text)]
 
+    def checksums_text(self) -> str:
+        """The data checksums setting as the protocol states it."""
+        if self.checksums == "off":
+            return "data checksums **off** (initdb --no-data-checksums; clusters `*-nocsum`)"
+        return "data checksums on (initdb --data-checksums)"
+
+    def title(self) -> str:
+        return f"TPC-H SF {self.plan['sf']:g} on pgnvm, data checksums {self.checksums}"
+
     def protocol_text(self) -> str:
         p = self.plan
         return (
             f"Scale factor {p['sf']:g}, queries {', '.join(str(q) for q in p['queries'])}, "
-            f"{p['repeat']} repetition(s). Order: {p['order']}. Each run: the server of the "
+            f"{p['repeat']} repetition(s); {self.checksums_text()}. Order: {p['order']}. "
+            "Each run: the server of the "
             "configuration's storage target is restarted (cold shared buffers; mem_limit: "
             "then pg_prewarm of every table and index, in a connection that has exited "
             "before the run); for data on disk the OS page cache is dropped (`sync; echo 3 > "
@@ -846,8 +860,7 @@ class Report:
         )
 
     def blocks(self) -> list[Block]:
-        sf = self.plan["sf"]
-        b: list[Block] = [("h1", f"TPC-H SF {sf:g} on pgnvm")]
+        b: list[Block] = [("h1", self.title())]
         b.append(
             (
                 "p",
@@ -995,9 +1008,7 @@ class Report:
         self.make_charts()
         blocks = self.blocks()
         (self.out / "report.md").write_text(self.to_markdown(blocks))
-        (self.out / "report.html").write_text(
-            self.to_html(blocks, f"TPC-H SF {self.plan['sf']:g} on pgnvm")
-        )
+        (self.out / "report.html").write_text(self.to_html(blocks, self.title()))
         summary = {
             c: {
                 "total_s": s.total,
@@ -1032,6 +1043,7 @@ class Report:
                     "mismatches": self.mismatches,
                     "interrupted": self.interrupted,
                     "not_available": self.unavailable,
+                    "data_checksums": self.checksums,
                 },
                 indent=2,
                 sort_keys=True,
@@ -1047,8 +1059,9 @@ class Report:
         if not con.is_terminal:
             con = Console(highlight=False, width=200)
         t = Table(
-            title=f"TPC-H SF {self.plan['sf']:g}: median wall-clock [s]"
-            + (" (INTERRUPTED)" if self.interrupted else "")
+            # rich markup: \\[s] is a literal [s]
+            title=f"TPC-H SF {self.plan['sf']:g}, data checksums {self.checksums}: "
+            "median wall-clock \\[s]" + (" (INTERRUPTED)" if self.interrupted else "")
         )
         t.add_column("query")
         for c in self.configs:

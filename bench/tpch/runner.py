@@ -131,6 +131,7 @@ class Options:
     perf: bool = True
     explain: bool = True
     build: bool = True  # False: use the installed release build as it is (--no-build)
+    data_checksums: bool = True  # --data-checksums on|off: clusters of their own when off
     perturb: set[tuple[str, int]] = field(default_factory=set)
 
     @property
@@ -353,9 +354,10 @@ class Runner:
         self.env["data_rows"] = manifest.rows()
         self.env["load"] = {}
         for storage in sorted({c.storage for c in self.configs}, key=["nvm", "disk"].index):
-            tg = targets.Target(storage, o.sf, o.prefix, o.port)
+            tg = targets.Target(storage, o.sf, o.prefix, o.port, o.data_checksums)
             self.env["load"][storage] = tg.ensure(data_dir, o.sf, manifest)
             self.targets[storage] = tg
+        self.env["data_checksums"] = {s: t.checksums_shown for s, t in self.targets.items()}
         whole_db = None
         if any(c.shared_buffers for c in self.configs):
             db_bytes = max(t.db_bytes for t in self.targets.values())
@@ -386,7 +388,10 @@ class Runner:
         if self.opts.out is not None:
             return self.opts.out
         stamp = self.started.strftime("%Y%m%d-%H%M%S")
-        return RESULTS_DIR / f"{stamp}-sf{data.fmt_sf(self.opts.sf)}"
+        return RESULTS_DIR / (
+            f"{stamp}-sf{data.fmt_sf(self.opts.sf)}"
+            + targets.checksums_suffix(self.opts.data_checksums)
+        )
 
     def plan_doc(self) -> dict[str, Any]:
         o = self.opts
@@ -398,6 +403,7 @@ class Runner:
             "parallel_workers": o.parallel_workers,
             "shared_buffers": o.shared_buffers,
             "work_mem": o.work_mem,
+            "data_checksums": targets.checksums_text(o.data_checksums),
             "configs": [
                 {
                     **asdict(c),

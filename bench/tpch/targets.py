@@ -11,6 +11,12 @@ relation files through md.c's file layout).
 A second ``./pgnvm tpch`` finds the clusters, checks the load checksum stored in the database
 and reuses them; a failed check (other data, other schema version, an interrupted load)
 reloads.
+
+Data checksums (``--data-checksums on|off``) are fixed at initdb, so each setting has clusters
+of its own: ``off`` adds the suffix ``-nocsum`` (``tpch-sf1-nvm-nocsum``). Switching the
+option back and forth therefore reuses both sets and never reloads. A reused cluster's
+``SHOW data_checksums`` must match the option; if it does not (a data directory initialised
+some other way), the cluster is initialised again with the right setting and reloaded.
 """
 
 from __future__ import annotations
@@ -32,8 +38,21 @@ DEFAULT_PORT = 5520  # nvm: port, disk: port + 1 (the test harness uses 5471-547
 STORAGE_OFFSET = {"nvm": 0, "disk": 1}
 
 
-def cluster_name(prefix: str, sf: float, storage: str) -> str:
-    return f"{prefix}-sf{fmt_sf(sf)}-{storage}"
+NOCSUM_SUFFIX = "-nocsum"  # clusters / result directories without data checksums
+
+
+def checksums_text(on: bool) -> str:
+    """The setting as ``SHOW data_checksums`` gives it: 'on' or 'off'."""
+    return "on" if on else "off"
+
+
+def checksums_suffix(on: bool) -> str:
+    """Name suffix of clusters and result directories: '' (on) or '-nocsum' (off)."""
+    return "" if on else NOCSUM_SUFFIX
+
+
+def cluster_name(prefix: str, sf: float, storage: str, data_checksums: bool = True) -> str:
+    return f"{prefix}-sf{fmt_sf(sf)}-{storage}{checksums_suffix(data_checksums)}"
 
 
 def wait_gone(pid: int, timeout: float = 10.0) -> bool:
@@ -48,11 +67,17 @@ def wait_gone(pid: int, timeout: float = 10.0) -> bool:
 
 class Target:
     def __init__(
-        self, storage: str, sf: float, prefix: str = DEFAULT_PREFIX, port_base: int = DEFAULT_PORT
+        self,
+        storage: str,
+        sf: float,
+        prefix: str = DEFAULT_PREFIX,
+        port_base: int = DEFAULT_PORT,
+        data_checksums: bool = True,
     ) -> None:
         self.storage = storage
         self.sf = sf
-        self.name = cluster_name(prefix, sf, storage)
+        self.data_checksums = data_checksums
+        self.name = cluster_name(prefix, sf, storage, data_checksums)
         self.port = port_base + STORAGE_OFFSET[storage]
         self._cluster: clu.Cluster | None = None
         self.db_bytes: int = 0
@@ -60,6 +85,7 @@ class Target:
         self.pgnvm_schema: str | None = None  # where extension pgnvm is (None: not there)
         self.pgnvm_extension = "not checked"  # what ensure() found / did
         self.has_prefetch_fn = False  # pgnvm_prefetch() exists
+        self.checksums_shown: str | None = None  # SHOW data_checksums of the loaded server
 
     @property
     def cluster(self) -> clu.Cluster:
@@ -77,19 +103,29 @@ class Target:
             with contextlib.suppress(clu.ClusterError, ValueError, KeyError, TypeError):
                 c = clu.Cluster.load(self.name)
         if c is None or not c.is_initialized():
-            spec = clu.ClusterSpec(
-                name=self.name,
-                engine="base",
-                storage=self.storage,
-                port=self.port,
-                flavour="release",
-                settings=dict(schema.LOAD_SETTINGS),
-            )
-            c = clu.Cluster(spec)
-            c.init()
+            c = self._init()
         self._cluster = c
         self.configure("base", dict(schema.LOAD_SETTINGS))
         self.start()
+        shown = self.show_checksums()
+        if shown != checksums_text(self.data_checksums):
+            ui.notice(
+                f"{self.name} ({c.datadir}) has data_checksums = {shown}, but "
+                f"--data-checksums {checksums_text(self.data_checksums)} was asked for: "
+                "initialising it again (its data is lost) and reloading"
+            )
+            c.stop("fast")
+            self._cluster = c = self._init(force=True)
+            self.configure("base", dict(schema.LOAD_SETTINGS))
+            self.start()
+            shown = self.show_checksums()
+            if shown != checksums_text(self.data_checksums):
+                c.stop("fast")
+                raise RuntimeError(
+                    f"{self.name}: data_checksums = {shown} after initdb "
+                    f"{clu.checksums_flag(c.spec)}"
+                )
+        self.checksums_shown = shown
         try:
             expected = schema.expected_checksum(sf, manifest)
             with self.connect("postgres") as conn:
@@ -139,6 +175,28 @@ class Target:
         finally:
             self.cluster.stop("fast")
         return result
+
+    def _init(self, force: bool = False) -> clu.Cluster:
+        """initdb the target's cluster (engine base, the load settings, the data checksums
+        setting of the run); ``force``: over an existing one (its data is lost)."""
+        spec = clu.ClusterSpec(
+            name=self.name,
+            engine="base",
+            storage=self.storage,
+            port=self.port,
+            flavour="release",
+            settings=dict(schema.LOAD_SETTINGS),
+            data_checksums=self.data_checksums,
+        )
+        c = clu.Cluster(spec)
+        c.init(force=force)
+        return c
+
+    def show_checksums(self) -> str:
+        """``SHOW data_checksums`` of the running server: 'on' or 'off'."""
+        with self.connect("postgres") as conn:
+            row = conn.execute("show data_checksums").fetchone()
+        return str(row[0]) if row else "?"
 
     # ---- per configuration
 
