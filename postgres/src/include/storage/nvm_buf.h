@@ -24,7 +24,8 @@
 
 /* bits of NvmBufferFlags[] */
 #define NVM_BUF_REDIRECTED		0x01	/* page is read in place from the file */
-#define NVM_BUF_COW_RUNNING		0x02	/* a process is copying it into the slot */
+#define NVM_BUF_COW_RUNNING		0x02	/* a process is copying it into the
+										 * slot */
 
 /* shared: one byte per shared buffer; NULL in processes not attached */
 extern PGDLLIMPORT volatile uint8 *NvmBufferFlags;

@@ -93,7 +93,7 @@ static uint64 MappingGeneration = 1;
 #define NVM_PREFETCH_MIN_JOB_BLOCKS	8
 
 /* this process's helper pool */
-static nvmpf_pool *Pool = NULL;
+static nvmpf_pool *HelperPool = NULL;
 static uint64 PoolGeneration = 0;	/* MappingGeneration it was made for */
 static uint64 FailedGeneration = 0; /* creation failed for this one */
 static bool ExitHookRegistered = false;
@@ -244,11 +244,11 @@ nvm_prefetch_log(void *arg, const char *msg)
 static void
 nvm_prefetch_stop(void)
 {
-	if (Pool != NULL)
+	if (HelperPool != NULL)
 	{
-		nvmpf_pool *pool = Pool;
+		nvmpf_pool *pool = HelperPool;
 
-		Pool = NULL;
+		HelperPool = NULL;
 		nvmpf_destroy(pool);
 	}
 	PendingHead = PendingCount = 0;
@@ -276,9 +276,9 @@ nvm_prefetch_pool(void)
 	nvmpf_info	info;
 	int			rc;
 
-	if (Pool != NULL && PoolGeneration == MappingGeneration)
-		return Pool;
-	if (Pool != NULL)
+	if (HelperPool != NULL && PoolGeneration == MappingGeneration)
+		return HelperPool;
+	if (HelperPool != NULL)
 		nvm_prefetch_stop();	/* the mapping changed */
 	if (FailedGeneration == MappingGeneration)
 		return NULL;
@@ -306,10 +306,10 @@ nvm_prefetch_pool(void)
 	cfg.log_arg = NULL;
 	PoolMessage[0] = '\0';
 
-	rc = nvmpf_create(&cfg, &Pool);
+	rc = nvmpf_create(&cfg, &HelperPool);
 	if (rc != NVMPF_OK)
 	{
-		Pool = NULL;
+		HelperPool = NULL;
 		FailedGeneration = MappingGeneration;
 		ereport(WARNING,
 				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
@@ -321,12 +321,12 @@ nvm_prefetch_pool(void)
 	PoolGeneration = MappingGeneration;
 
 	/* the library falls back when the scheme cannot be honoured: say so */
-	if (PoolMessage[0] != '\0' && nvmpf_get_info(Pool, &info) == NVMPF_OK)
+	if (PoolMessage[0] != '\0' && nvmpf_get_info(HelperPool, &info) == NVMPF_OK)
 		ereport(LOG,
 				(errmsg("nvm_prefetch_mapping \"%s\" runs as %s: %s",
 						nvm_prefetch_mapping,
 						nvmpf_scheme_name(info.effective), PoolMessage)));
-	return Pool;
+	return HelperPool;
 }
 
 /*
@@ -349,7 +349,7 @@ nvm_prefetch_retire(char *map, BlockNumber upto)
 		PendingCount--;
 	}
 	if (retire_below > 0)
-		(void) nvmpf_retire(Pool, retire_below);
+		(void) nvmpf_retire(HelperPool, retire_below);
 }
 
 /*
@@ -425,15 +425,15 @@ NvmPrefetchRedirected(char *segmap, BlockNumber segblock, BlockNumber nblocks,
 	bool		sequential;
 	nvmpf_pool *pool;
 
-	if (nvm_prefetch != NVM_PREFETCH_HELPER && Pool != NULL)
+	if (nvm_prefetch != NVM_PREFETCH_HELPER && HelperPool != NULL)
 		nvm_prefetch_stop();
 	if (nvm_prefetch == NVM_PREFETCH_OFF || !ahead || nblocks == 0)
 		return;
 	if (nvm_prefetch == NVM_PREFETCH_INLINE)
 	{
 		/*
-		 * Only the blocks just faulted in by nvm_smgr.c: a prefetch of a
-		 * page not mapped yet would be dropped.
+		 * Only the blocks just faulted in by nvm_smgr.c: a prefetch of a page
+		 * not mapped yet would be dropped.
 		 */
 		nvm_prefetch_inline(segmap, segblock, segblock + nblocks);
 		return;
@@ -484,5 +484,5 @@ NvmPrefetchRedirected(char *segmap, BlockNumber segblock, BlockNumber nblocks,
 struct nvmpf_pool *
 NvmPrefetchPool(void)
 {
-	return Pool;
+	return HelperPool;
 }

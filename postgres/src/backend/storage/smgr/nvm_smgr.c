@@ -543,10 +543,10 @@ nvm_startreadv(PgAioHandle *ioh,
 		pgstat_report_wait_end();
 
 		/*
-		 * Prefetch (nvm_prefetch.c; also with nvm_prefetch = off, which
-		 * stops helpers started earlier).  A read the buffer manager will
-		 * wait for at once (ReadBuffer()) is flagged synchronous; a read
-		 * stream's reads are started ahead of use.
+		 * Prefetch (nvm_prefetch.c; also with nvm_prefetch = off, which stops
+		 * helpers started earlier).  A read the buffer manager will wait for
+		 * at once (ReadBuffer()) is flagged synchronous; a read stream's
+		 * reads are started ahead of use.
 		 */
 		NvmPrefetchRedirected(src - (size_t) BLCKSZ * (blocknum % ((BlockNumber) RELSEG_SIZE)),
 							  blocknum % ((BlockNumber) RELSEG_SIZE), done,
