@@ -57,6 +57,7 @@ CONTRIBS: tuple[str, ...] = (
     "pg_buffercache",
     "pg_stat_statements",
     "pageinspect",
+    "test_decoding",  # the recovery TAP suite's logical decoding tests need it
     "pgnvm",  # ours, from postgres/contrib/pgnvm
 )
 CONFIGURE_COMMON: tuple[str, ...] = (

@@ -32,6 +32,7 @@ def test_select_everything_by_default() -> None:
         "prefetch_lifecycle",
         "stress",
         "crash",
+        "tap_recovery",
     ]
 
 
@@ -213,3 +214,20 @@ def test_one_run_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert (tmp_path / "test" / ".run.lock").read_text().strip() == str(os.getpid())
     with runner.one_run_at_a_time():  # free again: no wait
         pass
+
+
+def test_prove_summary_parsing() -> None:
+    """tap_recovery reads prove's closing lines; a failed file is named."""
+    from bench.testsuite.checks import pgsuites
+
+    out = (
+        "t/001_stream_rep.pl ................... ok\n"
+        "t/035_standby_logical_decoding.pl ..... skipped: Injection points not supported\n"
+        "t/040_standby_failover_slots_sync.pl (Wstat: 7424 (exited 29) Tests: 18 Failed: 1)\n"
+        "Files=50, Tests=477, 230 wallclock secs ( 0.25 usr)\n"
+        "Result: FAIL\n"
+    )
+    assert pgsuites._PROVE_RESULT_RE.search(out).group(1) == "FAIL"
+    assert pgsuites._PROVE_FILES_RE.search(out).groups() == ("50", "477")
+    assert pgsuites._PROVE_FAILED_RE.findall(out) == ["t/040_standby_failover_slots_sync.pl"]
+    assert len(pgsuites._PROVE_SKIPPED_RE.findall(out)) == 1

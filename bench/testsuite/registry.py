@@ -11,7 +11,7 @@ from bench.testsuite.checks.cow import cow
 from bench.testsuite.checks.crash import crash
 from bench.testsuite.checks.differential import differential
 from bench.testsuite.checks.enospc import enospc
-from bench.testsuite.checks.pgsuites import isolation, pgnvm_ext, regress
+from bench.testsuite.checks.pgsuites import isolation, pgnvm_ext, regress, tap_recovery
 from bench.testsuite.checks.prefetch_lifecycle import prefetch_lifecycle
 from bench.testsuite.checks.redirect import redirect
 from bench.testsuite.checks.strace_check import strace
@@ -50,6 +50,12 @@ ENGINE_CHECKS: tuple[CheckDef, ...] = (
     ),
     CheckDef("stress", stress, 6 * 60, "concurrent writers/readers/VACUUM; digest = base's"),
     CheckDef("crash", crash, 10 * 60, "kill -9 under load; acknowledged commits survive"),
+    CheckDef(
+        "tap_recovery",
+        tap_recovery,
+        15 * 60,
+        "PostgreSQL's recovery TAP suite, engine in TEMP_CONFIG (storage engines, not variants)",
+    ),
 )
 
 

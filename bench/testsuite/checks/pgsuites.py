@@ -1,12 +1,13 @@
 """regress, isolation and pgnvm_ext: pg_regress suites against the running test cluster
-(PostgreSQL's own two, and contrib/pgnvm's regression test)."""
+(PostgreSQL's own two, and contrib/pgnvm's regression test); tap_recovery: PostgreSQL's
+recovery TAP suite with the engine in every cluster it creates."""
 
 from __future__ import annotations
 
 import re
 
 from bench.testsuite.context import EngineEnv
-from bench.testsuite.model import CheckFailed
+from bench.testsuite.model import CheckFailed, CheckSkipped
 
 # pg_regress' closing lines: "# All 229 tests passed." / "# 3 of 229 tests failed."
 _SUMMARY_RE = re.compile(r"^#?\s*(All \d+ tests passed\.|\d+ of \d+ tests failed\.)", re.MULTILINE)
@@ -55,3 +56,57 @@ def isolation(env: EngineEnv, limit: float) -> str:
 def pgnvm_ext(env: EngineEnv, limit: float) -> str:
     """contrib/pgnvm's own test (the extension's functions in every engine)."""
     return _suite(env, "contrib/pgnvm", "installcheck", "pgnvm_ext", limit)
+
+
+# prove's closing lines: "Files=50, Tests=477, 230 wallclock secs ..." / "Result: PASS"
+_PROVE_FILES_RE = re.compile(r"^Files=(\d+), Tests=(\d+)", re.MULTILINE)
+_PROVE_RESULT_RE = re.compile(r"^Result: (\w+)", re.MULTILINE)
+_PROVE_FAILED_RE = re.compile(r"^(t/\S+\.pl)\s+\(Wstat", re.MULTILINE)
+_PROVE_SKIPPED_RE = re.compile(r"^t/\S+\.pl \.+ skipped", re.MULTILINE)
+
+
+def tap_recovery(env: EngineEnv, limit: float) -> str:
+    """PostgreSQL's recovery TAP suite (src/test/recovery: streaming and cascading replicas,
+    archiving, PITR, crash recovery, promotion, logical decoding on standbys, ...) with the
+    engine in every cluster the suite creates: the engine's settings go into TEMP_CONFIG,
+    which PostgreSQL::Test::Cluster appends to each postgresql.conf.
+
+    Runs once per storage engine: the prefetch variants of se2 change nothing recovery does.
+    """
+    if env.label != env.engine:
+        raise CheckSkipped(f"recovery is the same as {env.engine}'s (run there)")
+    tree = env.run.tree / "src/test/recovery"
+    if not tree.is_dir():
+        raise CheckFailed(f"no {tree}: is the check flavour built?")
+    conf = env.workdir / "tap-temp.conf"
+    env.workdir.mkdir(parents=True, exist_ok=True)
+    conf.write_text(
+        "# ./pgnvm test tap_recovery: the engine under test, in every TAP cluster\n"
+        f"nvm_storage_engine = '{env.engine}'\n"
+        + "".join(f"{k} = '{v}'\n" for k, v in env.variant.settings)
+    )
+    conf.chmod(0o644)
+    ran = env.run_tool(
+        ["make", "-s", "-C", str(tree), "installcheck", f"TEMP_CONFIG={conf}"],
+        timeout=limit,
+        log_name="tap_recovery.log",
+    )
+    files = _PROVE_FILES_RE.search(ran.output)
+    result = _PROVE_RESULT_RE.search(ran.output)
+    skipped = len(_PROVE_SKIPPED_RE.findall(ran.output))
+    if ran.returncode != 0 or result is None or result.group(1) != "PASS" or files is None:
+        failed = _PROVE_FAILED_RE.findall(ran.output)
+        msg = f"prove: {result.group(1) if result else f'make exited {ran.returncode}'}"
+        if failed:
+            msg += f"; failed: {', '.join(failed[:20])}"
+        artifacts = [str(env.save_artifact(env.workdir / "tap_recovery.log"))]
+        logs = tree / "tmp_check" / "log"
+        for t in failed[:5]:
+            log = logs / f"regress_log_{t.removeprefix('t/').removesuffix('.pl')}"
+            if log.is_file():
+                artifacts.append(str(env.save_artifact(log, f"tap_recovery.{log.name}")))
+        raise CheckFailed(f"{msg}\n{ran.tail(25)}", artifacts)
+    return (
+        f"{files.group(1)} test files, {files.group(2)} tests passed"
+        f" ({skipped} skipped by the suite itself: injection points not built)"
+    )
