@@ -101,7 +101,7 @@ def run_one(
             else:
                 detail += "\nserver log: " + " | ".join(problems[:5])
     r = CheckResult(name, engine, status, time.monotonic() - t0, detail, artifacts)
-    (ui.info if status is Status.PASS else ui.error)(r.line())
+    (ui.error if status is Status.FAIL else ui.info)(r.line())
     if status is not Status.PASS and detail:
         print(detail.rstrip(), file=sys.stderr, flush=True)
     return r
