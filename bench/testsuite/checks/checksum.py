@@ -25,7 +25,7 @@ from typing import Any
 
 import psycopg
 
-from bench.testsuite.checks.truncated import compare_outcomes, describe
+from bench.testsuite.checks.truncated import against_base, describe
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.errmatch import DATA_CORRUPTED, normalise_message
 from bench.testsuite.model import CheckFailed
@@ -128,16 +128,4 @@ def checksum(env: EngineEnv, limit: float) -> str:
             "ignore_checksum_failure: expected all rows, "
             f"{describe(outcomes['seqscan, ignore_checksum_failure'])}"
         )
-    if env.records_reference:
-        env.run.store_reference(REFERENCE_KEY, outcomes)
-        source = "recorded as reference"
-    else:
-        ref = env.run.load_reference(REFERENCE_KEY)
-        if ref is None:
-            raise CheckFailed("no base reference: run with base in --engines (once suffices)")
-        expected, source = ref
-        diffs = compare_outcomes(expected, outcomes, env.label)
-        if diffs:
-            raise CheckFailed("differs from base: " + "; ".join(diffs))
-        source = f"same as base ({source})"
-    return "; ".join(f"{n} -> {describe(o)}" for n, o in outcomes.items()) + f" [{source}]"
+    return against_base(env, REFERENCE_KEY, outcomes)

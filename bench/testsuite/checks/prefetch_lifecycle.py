@@ -50,6 +50,7 @@ import psycopg
 from psycopg import errors
 
 from bench.testsuite import errmatch, nvmstats, proctasks
+from bench.testsuite.checks.redirect import find_plan_node
 from bench.testsuite.checks.strace_check import scan_stats
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.model import CheckFailed
@@ -98,20 +99,10 @@ def crash_lines(log_text: str) -> list[str]:
     return out
 
 
-def _find(plan: dict[str, Any], node_type: str) -> dict[str, Any] | None:
-    if plan.get("Node Type") == node_type:
-        return plan
-    for child in plan.get("Plans", []):
-        found = _find(child, node_type)
-        if found is not None:
-            return found
-    return None
-
-
 def gather_workers(explain_json: Any) -> tuple[int, int]:
     """(workers planned, workers launched) of the Gather in EXPLAIN (ANALYZE, FORMAT JSON)."""
     doc = json.loads(explain_json) if isinstance(explain_json, str) else explain_json
-    node = _find(doc[0]["Plan"], "Gather")
+    node = find_plan_node(doc[0]["Plan"], "Gather")
     if node is None:
         raise CheckFailed(f"no Gather in the plan: {json.dumps(doc)[:1000]}")
     return int(node.get("Workers Planned", 0)), int(node.get("Workers Launched", 0))
@@ -144,6 +135,20 @@ def pool_problem(
     if want_cpus and sorted(pool.cpus) != want_cpus:
         problems.append(f"helpers on cpus {list(pool.cpus)}, expected {want_cpus}")
     return "; ".join(problems) or None
+
+
+def require_pool(
+    pool: nvmstats.PrefetchPool,
+    what: str,
+    mapping: str = "m1",
+    scheme: str = "M1",
+    cpus: Iterable[int] = (),
+) -> None:
+    """CheckFailed naming ``what`` unless ``pool`` is the helper pool asked for
+    (:func:`pool_problem`)."""
+    why = pool_problem(pool, "helper", mapping, scheme, cpus)
+    if why:
+        raise CheckFailed(f"{what}: {why}; {pool.describe()}")
 
 
 @dataclass
@@ -408,9 +413,7 @@ def _helper_lifecycle(ctx: _Ctx) -> None:
     pf_before = nvmstats.read_prefetch_stats(c)
     missed = _first_scan(ctx, u, "first seq scan")
     p = u.pool()
-    why = pool_problem(p, "helper", "m1", "M1")
-    if why:
-        raise CheckFailed(f"after the first seq scan ({missed}): {why}; {p.describe()}")
+    require_pool(p, f"after the first seq scan ({missed})")
     u.threads_are(p.tids, "after the first seq scan")
     pf = nvmstats.delta_prefetch(pf_before, nvmstats.read_prefetch_stats(c))
     accepted = p.jobs_enqueued - p0.jobs_enqueued  # p0: no pool (0) or the same one
@@ -433,9 +436,7 @@ def _helper_lifecycle(ctx: _Ctx) -> None:
     s = ctx.backend()
     s.scan(ctx.rows, "scan before the cancel")
     p0 = s.pool()
-    why = pool_problem(p0, "helper", "m1", "M1")
-    if why:
-        raise CheckFailed(f"second backend: {why}; {p0.describe()}")
+    require_pool(p0, "second backend")
     for what in ("query cancel", "statement_timeout"):
         before = s.pool()
         if what == "query cancel":
@@ -493,16 +494,12 @@ def _settings_change(ctx: _Ctx) -> None:
     s = ctx.backend()
     s.scan(ctx.rows, "first scan")
     old = s.pool()
-    why = pool_problem(old, "helper", "m1", "M1")
-    if why:
-        raise CheckFailed(f"before the settings change: {why}; {old.describe()}")
+    require_pool(old, "before the settings change")
     for mapping, cpus in (("0", [0]), ("0-1", [0, 1])):
         s.conn.execute(f"SET nvm_prefetch_mapping = '{mapping}'")
         s.scan(ctx.rows, f"scan with mapping {mapping}")
         new = s.pool()
-        why = pool_problem(new, "helper", mapping, "CPUS", cpus)
-        if why:
-            raise CheckFailed(f"mapping {mapping}: {why}; {new.describe()}")
+        require_pool(new, f"mapping {mapping}", mapping, "CPUS", cpus)
         if set(new.tids) & set(old.tids):
             raise CheckFailed(f"mapping {mapping}: helper tids {new.tids} reuse {old.tids}")
         s.threads_are(new.tids, f"mapping {old.mapping} -> {mapping}")
@@ -518,9 +515,7 @@ def _settings_change(ctx: _Ctx) -> None:
             s.conn.execute("RESET nvm_prefetch")
             s.scan(ctx.rows, "scan with helpers again")
             old = s.pool()
-            why = pool_problem(old, "helper", "m1", "M1")
-            if why:
-                raise CheckFailed(f"nvm_prefetch back to helper: {why}; {old.describe()}")
+            require_pool(old, "nvm_prefetch back to helper")
             s.threads_are(old.tids, "nvm_prefetch back to helper")
         s.conn.execute(f"SET nvm_prefetch = '{mode}'")
         pf_before = nvmstats.read_prefetch_stats(c)
@@ -548,9 +543,7 @@ def _fatal(ctx: _Ctx) -> None:
     t = ctx.backend()
     t.scan(ctx.rows, "scan before the FATAL")
     p = t.pool()
-    why = pool_problem(p, "helper", "m1", "M1")
-    if why:
-        raise CheckFailed(f"backend to terminate: {why}; {p.describe()}")
+    require_pool(p, "backend to terminate")
     bg = t.background(LONG_SQL)
     _wait_active(c, t.pid, bg, "FATAL")
     t.threads_are(p.tids, "FATAL: during the long scan", within=0)

@@ -48,11 +48,12 @@ def slack(n: int) -> int:
     return 8 + n // 100
 
 
-def _find(plan: dict[str, Any], node_type: str) -> dict[str, Any] | None:
+def find_plan_node(plan: dict[str, Any], node_type: str) -> dict[str, Any] | None:
+    """The first node of ``node_type`` in an EXPLAIN (FORMAT JSON) plan tree, depth first."""
     if plan.get("Node Type") == node_type:
         return plan
     for child in plan.get("Plans", []):
-        found = _find(child, node_type)
+        found = find_plan_node(child, node_type)
         if found is not None:
             return found
     return None
@@ -61,7 +62,7 @@ def _find(plan: dict[str, Any], node_type: str) -> dict[str, Any] | None:
 def index_scan_stats(explain_json: Any) -> tuple[int, int]:
     """(rows, shared blocks read) of the Index Scan in EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)."""
     doc = json.loads(explain_json) if isinstance(explain_json, str) else explain_json
-    node = _find(doc[0]["Plan"], "Index Scan")
+    node = find_plan_node(doc[0]["Plan"], "Index Scan")
     if node is None:
         raise CheckFailed(f"no Index Scan in the plan: {json.dumps(doc)[:1000]}")
     return int(float(node["Actual Rows"])), int(node["Shared Read Blocks"])

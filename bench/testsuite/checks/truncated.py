@@ -66,6 +66,24 @@ def compare_outcomes(expected: dict[str, Any], got: dict[str, Any], engine: str)
     ]
 
 
+def against_base(env: EngineEnv, key: str, outcomes: dict[str, Any]) -> str:
+    """Stock base records ``outcomes`` under ``key``; every other engine must match them
+    (:func:`compare_outcomes`). Returns the check's summary line."""
+    if env.records_reference:
+        env.run.store_reference(key, outcomes)
+        source = "recorded as reference"
+    else:
+        ref = env.run.load_reference(key)
+        if ref is None:
+            raise CheckFailed("no base reference: run with base in --engines (once suffices)")
+        expected, source = ref
+        diffs = compare_outcomes(expected, outcomes, env.label)
+        if diffs:
+            raise CheckFailed("differs from base: " + "; ".join(diffs))
+        source = f"same as base ({source})"
+    return "; ".join(f"{n} -> {describe(o)}" for n, o in outcomes.items()) + f" [{source}]"
+
+
 def _probe_with(c: psycopg.Connection, settings: dict[str, str], sql: str) -> list[Any]:
     for k, v in settings.items():
         c.execute(f"SET {k} = '{v}'")
@@ -158,16 +176,4 @@ def truncated(env: EngineEnv, limit: float) -> str:
                     f"{name}: expected stock XX001 'could not read blocks ... read only N of M "
                     f"bytes', got {describe(o)}"
                 )
-    if env.records_reference:
-        env.run.store_reference(REFERENCE_KEY, outcomes)
-        source = "recorded as reference"
-    else:
-        ref = env.run.load_reference(REFERENCE_KEY)
-        if ref is None:
-            raise CheckFailed("no base reference: run with base in --engines (once suffices)")
-        expected, source = ref
-        diffs = compare_outcomes(expected, outcomes, env.label)
-        if diffs:
-            raise CheckFailed("differs from base: " + "; ".join(diffs))
-        source = f"same as base ({source})"
-    return "; ".join(f"{n} -> {describe(o)}" for n, o in outcomes.items()) + f" [{source}]"
+    return against_base(env, REFERENCE_KEY, outcomes)
