@@ -3,8 +3,8 @@
  * pgnvm.c
  *	  SQL access to the state of pgnvm's storage engines.
  *
- * pgnvm_stats() sums the per-process counters kept by nvm_smgr.c,
- * nvm_buf.c and nvm_prefetch.c in shared memory; pgnvm_buffers() reports
+ * pgnvm_stats() and pgnvm_counters() sum the per-process counters of the
+ * storage engines (storage/nvm_stats.h, nvm_stats.c); pgnvm_buffers() reports
  * which shared buffers are redirected (se2), to be joined with
  * pg_buffercache on bufferid; pgnvm_prefetch() describes the calling
  * process's prefetch helper threads.
@@ -27,17 +27,22 @@
 #include "storage/nvm_buf.h"
 #include "storage/nvm_prefetch.h"
 #include "storage/nvm_smgr.h"
+#include "storage/nvm_stats.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 
 PG_MODULE_MAGIC_EXT(.name = "pgnvm",.version = PG_VERSION);
 
 PG_FUNCTION_INFO_V1(pgnvm_stats);
+PG_FUNCTION_INFO_V1(pgnvm_counters);
 PG_FUNCTION_INFO_V1(pgnvm_buffers);
 PG_FUNCTION_INFO_V1(pgnvm_prefetch);
 
 /*
- * pgnvm_stats -- the engine and the counters summed over all process slots.
+ * pgnvm_stats -- the engine and the counters summed over all process slots,
+ * as one row whose columns are the counters of storage/nvm_stats.h, in that
+ * order (the SQL declaration must match: checked here, so that a mismatch
+ * between the installed SQL and the server is an error, not wrong numbers).
  *
  * Each slot is written only by its process; a concurrent read may see a
  * count that is a moment old, which is fine for statistics.
@@ -46,36 +51,65 @@ Datum
 pgnvm_stats(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[10];
-	bool		nulls[10] = {0};
-	uint64		sums[8] = {0};
+	Datum	   *values;
+	bool	   *nulls;
+	uint64	   *sums;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
-
-	for (int i = 0; i < NvmStatsSlots; i++)
+	if (tupdesc->natts != NvmStatsNumCounters + 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pgnvm_stats() is declared with %d columns, the server has %d counters",
+						tupdesc->natts - 1, NvmStatsNumCounters),
+				 errhint("Run ALTER EXTENSION pgnvm UPDATE.")));
+	for (int i = 0; i < NvmStatsNumCounters; i++)
 	{
-		volatile NvmStatsSlot *slot = &NvmStats[i];
+		const char *col = NameStr(TupleDescAttr(tupdesc, i + 1)->attname);
 
-		sums[0] += slot->mapped_reads;
-		sums[1] += slot->mapped_writes;
-		sums[2] += slot->redirects;
-		sums[3] += slot->cow_copies;
-		sums[4] += slot->hints_skipped;
-		sums[5] += slot->prefetch_jobs;
-		sums[6] += slot->prefetch_bytes;
-		sums[7] += slot->prefetch_dropped;
+		if (strcmp(col, NvmStatsCounters[i].name) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("column %d of pgnvm_stats() is \"%s\", the server's counter is \"%s\"",
+							i + 2, col, NvmStatsCounters[i].name),
+					 errhint("Run ALTER EXTENSION pgnvm UPDATE.")));
 	}
 
+	values = palloc(sizeof(Datum) * tupdesc->natts);
+	nulls = palloc0(sizeof(bool) * tupdesc->natts);
+	sums = palloc(sizeof(uint64) * NvmStatsNumCounters);
+	NvmStatsSum(sums);
+
 	values[0] = CStringGetTextDatum(nvm_storage_engine_options[nvm_storage_engine].name);
-	for (int i = 0; i < 5; i++)
+	for (int i = 0; i < NvmStatsNumCounters; i++)
 		values[i + 1] = Int64GetDatum((int64) sums[i]);
-	/* a redirected miss is a block that was not copied */
-	values[6] = Int64GetDatum((int64) (sums[2] * BLCKSZ));
-	for (int i = 5; i < 8; i++)
-		values[i + 2] = Int64GetDatum((int64) sums[i]);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * pgnvm_counters -- the same counters as rows (counter, value,
+ * description): what programs read, whatever counters this server has.
+ */
+Datum
+pgnvm_counters(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	uint64	   *sums = palloc(sizeof(uint64) * NvmStatsNumCounters);
+
+	InitMaterializedSRF(fcinfo, 0);
+	NvmStatsSum(sums);
+	for (int i = 0; i < NvmStatsNumCounters; i++)
+	{
+		Datum		values[3];
+		bool		nulls[3] = {0};
+
+		values[0] = CStringGetTextDatum(NvmStatsCounters[i].name);
+		values[1] = Int64GetDatum((int64) sums[i]);
+		values[2] = CStringGetTextDatum(NvmStatsCounters[i].description);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }
 
 /*

@@ -2,6 +2,15 @@
 -- the engine and is checked per engine by ./pgnvm test.
 CREATE EXTENSION pgnvm;
 SELECT engine = current_setting('nvm_storage_engine') AS engine_matches FROM pgnvm_stats;
+-- the counters (storage/nvm_stats.h), and the view's columns are exactly these
+SELECT counter, value >= 0 AS counted, description <> '' AS described
+  FROM pgnvm_counters();
+SELECT array_agg(c.counter ORDER BY c.ord) =
+       (SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute
+         WHERE attrelid = 'pgnvm_stats'::regclass AND attnum > 0
+           AND attname NOT IN ('engine', 'bytes_not_copied')) AS view_matches_counters
+  FROM pgnvm_counters() WITH ORDINALITY AS c(counter, value, description, ord);
+SELECT bytes_not_copied = redirects * 8192 AS bytes_derived FROM pgnvm_stats;
 -- one row per shared buffer (shared_buffers is reported in 8kB pages)
 SELECT count(*) = (SELECT setting::int FROM pg_settings WHERE name = 'shared_buffers')
        AS one_row_per_buffer
@@ -33,4 +42,12 @@ SET nvm_prefetch_mapping = '3-1';
 SET nvm_prefetch_mapping = '0-1, 3';
 SHOW nvm_prefetch_mapping;
 RESET nvm_prefetch_mapping;
+DROP EXTENSION pgnvm;
+-- an installation of version 1.0 (counters listed in its own order): the
+-- server refuses its pgnvm_stats() instead of mislabelling the counters
+CREATE EXTENSION pgnvm VERSION '1.0';
+SELECT redirects FROM pgnvm_stats;
+ALTER EXTENSION pgnvm UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'pgnvm';
+SELECT engine = current_setting('nvm_storage_engine') AS engine_matches FROM pgnvm_stats;
 DROP EXTENSION pgnvm;

@@ -19,6 +19,7 @@
 #ifndef NVM_BUF_H
 #define NVM_BUF_H
 
+#include "storage/aio_types.h"
 #include "storage/block.h"
 #include "storage/buf.h"
 
@@ -38,26 +39,6 @@ extern PGDLLIMPORT volatile uint8 *NvmBufferFlags;
  */
 extern PGDLLIMPORT void **NvmBufferPages;
 
-/* per-process counters, summed over processes by pgnvm_stats() */
-typedef struct NvmStatsSlot
-{
-	uint64		mapped_reads;	/* blocks copied from a mapping (se1, se2) */
-	uint64		mapped_writes;	/* blocks copied into a mapping */
-	uint64		redirects;		/* buffer misses served by redirection */
-	uint64		cow_copies;		/* redirected pages copied into their slot */
-	uint64		hints_skipped;	/* hint bits not set on a redirected page */
-	uint64		prefetch_jobs;	/* ranges prefetched (nvm_prefetch.c) */
-	uint64		prefetch_bytes; /* their bytes */
-	uint64		prefetch_dropped;	/* jobs dropped: helper queue full */
-} NvmStatsSlot;
-
-extern PGDLLIMPORT NvmStatsSlot *NvmStats;
-extern PGDLLIMPORT int NvmStatsSlots;
-extern PGDLLIMPORT NvmStatsSlot *MyNvmStats;
-
-/* set by the buffer manager around smgrstartreadv(): may this read redirect? */
-extern PGDLLIMPORT bool NvmRedirectNextRead;
-
 extern Size NvmBufShmemSize(void);
 extern void NvmBufShmemInit(void);
 extern void NvmBufInitAccess(void);
@@ -66,14 +47,10 @@ extern void *NvmBufferGetBlockSlow(Buffer buffer);
 extern void NvmBufferForgetView(Buffer buffer);
 extern void NvmBufferCow(Buffer buffer);
 extern bool NvmBufferIsRedirected(Buffer buffer);
-extern bool NvmPointerInMapping(const void *ptr);
+extern bool NvmSkipHintInMapping(const void *ptr);
 
-/* the read redirection in progress in this process (see nvm_smgr.c) */
-extern void NvmRedirectBegin(int n, Buffer *buffers, char **pages);
-extern void NvmRedirectEnd(void);
-extern char *NvmRedirectTarget(Buffer buffer);
+/* completion of a read whose blocks the storage manager left in place */
+extern char *NvmInPlacePage(PgAioHandle *ioh, uint8 buf_off);
 extern void NvmRedirectDone(Buffer buffer, char *page);
-
-extern bool NvmLiveViews(void);
 
 #endif							/* NVM_BUF_H */

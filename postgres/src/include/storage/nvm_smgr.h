@@ -55,11 +55,24 @@ typedef struct NvmSegMap
 	char	   *ro;				/* read-only: for redirected buffers (se2) */
 } NvmSegMap;
 
-/* for nvm_buf.c */
-extern char *nvm_redirect_address(RelFileLocator rlocator, ForkNumber forknum,
-								  BlockNumber blocknum);
-extern bool nvm_copy_page_guarded(char *dst, const char *src);
-extern void nvm_release_retired_mappings(void);
+/*
+ * For the buffer manager (nvm_buf.c), which calls us and never the reverse:
+ * the read-only mapped address of a block in this process, and the views
+ * it holds into the mappings (a mapping is never unmapped while a view of it
+ * is held: pointers into a redirected page stay valid under the pin).
+ */
+extern char *nvm_mapped_block(RelFileLocator rlocator, ForkNumber forknum,
+							  BlockNumber blocknum);
+extern void nvm_view_acquire(const char *page);
+extern void nvm_view_release(const char *page);
+
+/*
+ * The read-only mapped addresses of blocks [blocknum, blocknum + nblocks)
+ * of one segment of a main fork, faulted in; returns how many are readable.
+ */
+extern BlockNumber nvm_map_blocks(SMgrRelation reln, ForkNumber forknum,
+								  BlockNumber blocknum, BlockNumber nblocks,
+								  char **pages);
 
 /* f_smgr callbacks; those not listed are md.c's own */
 extern void nvm_open(SMgrRelation reln);

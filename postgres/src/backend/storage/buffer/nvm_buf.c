@@ -14,11 +14,18 @@
  * short:
  *
  * - Only reads that the caller declares read-only (READ_BUFFERS_NVM_REDIRECT:
- *   sequential, bitmap and sampling scans of heap pages) redirect.  Every
- *   other pin of a redirected buffer copies it into the slot first (at pin
- *   time, before the caller can obtain a page pointer it might write
- *   through), and so does an exclusive content lock taken by a read-only
- *   user (e.g. opportunistic pruning during a scan).
+ *   sequential, bitmap and sampling scans of heap pages through read streams,
+ *   and the heap fetches of index scans through RBM_NVM_READONLY) redirect.
+ *   The buffer manager asks for it on the read's AIO handle
+ *   (PGAIO_HF_IN_PLACE_OK); the storage manager (nvm_smgr.c) answers by
+ *   leaving the blocks in its mapping and pointing the handle's iovecs at
+ *   them (PGAIO_HF_IN_PLACE), and the completion callback verifies each page
+ *   there and records the redirection (NvmInPlacePage(), NvmRedirectDone()).
+ *   Data flows one way: this file calls the storage manager, never the
+ *   reverse.  Every other pin of a redirected buffer copies it into the slot
+ *   first (at pin time, before the caller can obtain a page pointer it might
+ *   write through), and so does an exclusive content lock taken by a
+ *   read-only user (e.g. opportunistic pruning during a scan).
  * - NvmBufferFlags[] is changed only under the buffer header spinlock; the
  *   copy itself is done outside it, by the one process that set
  *   NVM_BUF_COW_RUNNING; others wait on the buffer's I/O condition variable.
@@ -29,11 +36,12 @@
  *   it is cleared when its last pin goes.  A page pointer obtained while the
  *   buffer was redirected stays valid, and shows the page as it was when
  *   copied, as long as the pin is held (mappings are never unmapped while
- *   this process has such pins, see nvm_smgr.c).  Under a content lock
+ *   this process has such pins: each counts as a view of the mapping,
+ *   nvm_view_acquire()/nvm_view_release()).  Under a content lock
  *   BufferGetBlock() always returns the current version.
  * - Nothing ever writes through a redirection: the mappings handed out are
  *   PROT_READ, hint bits are not set on redirected pages (SetHintBits()
- *   checks NvmPointerInMapping()), MarkBufferDirtyHint() ignores redirected
+ *   checks NvmSkipHintInMapping()), MarkBufferDirtyHint() ignores redirected
  *   buffers, and MarkBufferDirty() requires the exclusive lock that
  *   un-redirects.
  *
@@ -47,58 +55,31 @@
  */
 #include "postgres.h"
 
-#include "access/twophase.h"
 #include "miscadmin.h"
-#include "pgstat.h"
+#include "storage/aio_internal.h"
 #include "storage/buf_internals.h"
 #include "storage/bufmgr.h"
 #include "storage/condition_variable.h"
 #include "storage/nvm_buf.h"
+#include "storage/nvm_fault.h"
 #include "storage/nvm_smgr.h"
-#include "storage/proc.h"
+#include "storage/nvm_stats.h"
 #include "storage/shmem.h"
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
 
 volatile uint8 *NvmBufferFlags = NULL;
 void	  **NvmBufferPages = NULL;
-NvmStatsSlot *NvmStats = NULL;
-int			NvmStatsSlots = 0;
-bool		NvmRedirectNextRead = false;
 
-/* one cache line per slot: processes never write into each other's lines */
-StaticAssertDecl(sizeof(NvmStatsSlot) == 64, "NvmStatsSlot must fill one cache line");
-
-/* a process without a stats slot (e.g. the postmaster) counts here */
-static NvmStatsSlot NvmLocalStats;
-NvmStatsSlot *MyNvmStats = &NvmLocalStats;
-
-/* number of non-NULL entries of NvmBufferPages */
-static int	nvm_live_views = 0;
-
-/* the read redirection in progress in this process, see NvmRedirectBegin() */
-static int	nvm_redirect_n = 0;
-static Buffer nvm_redirect_bufs[MAX_IO_COMBINE_LIMIT];
-static char *nvm_redirect_pages[MAX_IO_COMBINE_LIMIT];
-
-
-static int
-nvm_stats_slots(void)
-{
-	return MaxBackends + NUM_AUXILIARY_PROCS + max_prepared_xacts;
-}
 
 /*
- * NvmBufShmemSize -- shared memory for the redirection flags and counters.
+ * NvmBufShmemSize -- shared memory of pgnvm: the redirection flags, and the
+ * statistics slots (nvm_stats.c), sized with the buffer pool's.
  */
 Size
 NvmBufShmemSize(void)
 {
-	Size		size = 0;
-
-	size = add_size(size, mul_size(NBuffers, sizeof(uint8)));
-	size = add_size(size, mul_size(nvm_stats_slots(), sizeof(NvmStatsSlot)));
-	return size;
+	return add_size(mul_size(NBuffers, sizeof(uint8)), NvmStatsShmemSize());
 }
 
 /*
@@ -108,19 +89,13 @@ NvmBufShmemSize(void)
 void
 NvmBufShmemInit(void)
 {
-	bool		found1,
-				found2;
+	bool		found;
 
-	NvmStatsSlots = nvm_stats_slots();
 	NvmBufferFlags = (volatile uint8 *)
-		ShmemInitStruct("pgnvm buffer flags", NBuffers * sizeof(uint8), &found1);
-	NvmStats = (NvmStatsSlot *)
-		ShmemInitStruct("pgnvm statistics",
-						mul_size(NvmStatsSlots, sizeof(NvmStatsSlot)), &found2);
-	if (!found1)
+		ShmemInitStruct("pgnvm buffer flags", NBuffers * sizeof(uint8), &found);
+	if (!found)
 		memset((void *) NvmBufferFlags, 0, NBuffers * sizeof(uint8));
-	if (!found2)
-		memset(NvmStats, 0, mul_size(NvmStatsSlots, sizeof(NvmStatsSlot)));
+	NvmStatsShmemInit();
 }
 
 /*
@@ -132,10 +107,7 @@ NvmBufShmemInit(void)
 void
 NvmBufInitAccess(void)
 {
-	if (MyProcNumber != INVALID_PROC_NUMBER && MyProcNumber < NvmStatsSlots)
-		MyNvmStats = &NvmStats[MyProcNumber];
-	else
-		MyNvmStats = &NvmLocalStats;
+	NvmStatsAttach();
 
 	if (nvm_storage_engine == NVM_ENGINE_SE2 && NvmBufferPages == NULL)
 		NvmBufferPages = (void **)
@@ -160,10 +132,10 @@ NvmBufferGetBlockSlow(Buffer buffer)
 	Assert(NvmBufferPages != NULL);
 	Assert(NvmBufferPages[buffer - 1] == NULL);
 
-	page = nvm_redirect_address(BufTagGetRelFileLocator(&tag),
-								BufTagGetForkNum(&tag), tag.blockNum);
+	page = nvm_mapped_block(BufTagGetRelFileLocator(&tag),
+							BufTagGetForkNum(&tag), tag.blockNum);
 	NvmBufferPages[buffer - 1] = page;
-	nvm_live_views++;
+	nvm_view_acquire(page);
 	return page;
 }
 
@@ -175,20 +147,11 @@ NvmBufferGetBlockSlow(Buffer buffer)
 void
 NvmBufferForgetView(Buffer buffer)
 {
-	Assert(NvmBufferPages[buffer - 1] != NULL);
-	NvmBufferPages[buffer - 1] = NULL;
-	if (--nvm_live_views == 0)
-		nvm_release_retired_mappings();
-}
+	char	   *page = NvmBufferPages[buffer - 1];
 
-/*
- * NvmLiveViews -- does this process hold pins on redirected buffers whose
- * pages it may be reading through a mapping?
- */
-bool
-NvmLiveViews(void)
-{
-	return nvm_live_views > 0;
+	Assert(page != NULL);
+	NvmBufferPages[buffer - 1] = NULL;
+	nvm_view_release(page);
 }
 
 /*
@@ -204,20 +167,22 @@ NvmBufferIsRedirected(Buffer buffer)
 }
 
 /*
- * NvmPointerInMapping -- does ptr, a pointer into the page of a *shared*
+ * NvmSkipHintInMapping -- does ptr, a pointer into the page of a *shared*
  * buffer, point into a relation file mapping rather than into the buffer
- * pool?  Used by hint-bit setters: a pointer into a redirected page must
- * never be written through.  (Local buffers live elsewhere: callers check
- * BufferIsLocal() first.)
+ * pool?  Then the hint bit the caller wanted to set there is skipped, and
+ * counted: a pointer into a redirected page must never be written through.
+ * (Local buffers live elsewhere: callers check BufferIsLocal() first.)
  */
 bool
-NvmPointerInMapping(const void *ptr)
+NvmSkipHintInMapping(const void *ptr)
 {
 	const char *p = (const char *) ptr;
 
-	if (NvmBufferPages == NULL)
+	if (NvmBufferPages == NULL ||
+		(p >= BufferBlocks && p < BufferBlocks + (Size) NBuffers * BLCKSZ))
 		return false;
-	return !(p >= BufferBlocks && p < BufferBlocks + (Size) NBuffers * BLCKSZ);
+	MyNvmStats->hints_skipped++;
+	return true;
 }
 
 /*
@@ -248,6 +213,7 @@ NvmBufferCow(Buffer buffer)
 		uint32		buf_state = LockBufHdr(buf);
 		uint8		flags = NvmBufferFlags[buffer - 1];
 		char	   *src;
+		void	   *dst;
 		bool		ok;
 
 		if (!(flags & NVM_BUF_REDIRECTED))
@@ -268,8 +234,8 @@ NvmBufferCow(Buffer buffer)
 		src = NvmBufferPages[buffer - 1];
 		if (src == NULL)
 			src = NvmBufferGetBlockSlow(buffer);
-		ok = nvm_copy_page_guarded(BufferBlocks + (Size) (buffer - 1) * BLCKSZ,
-								   src);
+		dst = BufferBlocks + (Size) (buffer - 1) * BLCKSZ;
+		ok = nvm_copy_from_mapping(&dst, src, 1) == 1;
 
 		buf_state = LockBufHdr(buf);
 		if (ok)
@@ -307,41 +273,29 @@ NvmBufferCow(Buffer buffer)
 }
 
 /*
- * NvmRedirectBegin/End -- the read that nvm_startreadv() is completing in
- * this process: buffers and the mapped addresses of their pages.
+ * NvmInPlacePage -- completion of a read: if the storage manager left its
+ * blocks in place (PGAIO_HF_IN_PLACE), the address of block buf_off of the
+ * read in this process's mapping, to verify the page there and redirect the
+ * buffer to it; else NULL (the block was copied into the buffer).
  *
- * The completion callback (buffer_readv_complete_one()) runs synchronously
- * inside nvm_startreadv(), so a static array is enough.
- */
-void
-NvmRedirectBegin(int n, Buffer *buffers, char **pages)
-{
-	Assert(n <= MAX_IO_COMBINE_LIMIT);
-	for (int i = 0; i < n; i++)
-	{
-		nvm_redirect_bufs[i] = buffers[i];
-		nvm_redirect_pages[i] = pages[i];
-	}
-	nvm_redirect_n = n;
-}
-
-void
-NvmRedirectEnd(void)
-{
-	nvm_redirect_n = 0;
-}
-
-/*
- * NvmRedirectTarget -- if the read being completed redirects this buffer,
- * the address of its page in the mapping (to verify it there), else NULL.
+ * The addresses are the issuing process's: such a read completes
+ * synchronously in that process (PGAIO_HF_COPIED implies
+ * PGAIO_HF_SYNCHRONOUS), and it must stay so.
  */
 char *
-NvmRedirectTarget(Buffer buffer)
+NvmInPlacePage(PgAioHandle *ioh, uint8 buf_off)
 {
-	for (int i = 0; i < nvm_redirect_n; i++)
-		if (nvm_redirect_bufs[i] == buffer)
-			return nvm_redirect_pages[i];
-	return NULL;
+	struct iovec *iov;
+	int			iovcnt PG_USED_FOR_ASSERTS_ONLY;
+
+	if (!(ioh->flags & PGAIO_HF_IN_PLACE))
+		return NULL;
+	if (unlikely(pgaio_io_get_owner(ioh) != MyProcNumber))
+		elog(PANIC, "read left in place completed outside its issuing process");
+
+	iovcnt = pgaio_io_get_iovec_length(ioh, &iov);
+	Assert(buf_off < iovcnt);
+	return (char *) iov[buf_off].iov_base;
 }
 
 /*
@@ -358,6 +312,6 @@ NvmRedirectDone(Buffer buffer, char *page)
 
 	NvmBufferFlags[buffer - 1] = NVM_BUF_REDIRECTED;
 	NvmBufferPages[buffer - 1] = page;
-	nvm_live_views++;
+	nvm_view_acquire(page);
 	MyNvmStats->redirects++;
 }

@@ -61,8 +61,8 @@
 #include <nvmprefetch.h>
 
 #include "storage/ipc.h"
-#include "storage/nvm_buf.h"
 #include "storage/nvm_prefetch.h"
+#include "storage/nvm_stats.h"
 
 /* GUCs */
 int			nvm_prefetch = NVM_PREFETCH_OFF;

@@ -36,10 +36,21 @@
  * Faults.  A load or store through a mapping beyond the end of the file, or
  * a store into a hole of a full file system, raises SIGBUS instead of
  * returning an error code.  Every copy through a mapping therefore runs
- * under a SIGBUS guard: the fault is turned into a short copy, and the
- * remaining blocks are handed to md.c, whose read()/write() reports exactly
- * the error stock PostgreSQL reports ("read only 0 of 8192 bytes", "No
- * space left on device").  The server never dies of such a fault.
+ * under the SIGBUS guard of nvm_fault.c: the fault is turned into a short
+ * copy, and the remaining blocks are handed to md.c, whose read()/write()
+ * reports exactly the error stock PostgreSQL reports ("read only 0 of 8192
+ * bytes", "No space left on device").  The server never dies of such a
+ * fault.
+ *
+ * Reads left in place (se2).  When the buffer manager says that the issuer
+ * of a read only reads the blocks (PGAIO_HF_IN_PLACE_OK on the AIO handle),
+ * nvm_startreadv() copies nothing: it faults the blocks in through a
+ * read-only mapping, points the handle's iovecs at them and marks the
+ * handle PGAIO_HF_IN_PLACE; the buffer manager's completion callback then
+ * verifies the pages there and redirects the buffers (nvm_buf.c).  This
+ * file knows nothing of buffers: the addresses travel with the IO handle,
+ * and the buffer manager holds a "view" of a mapping (nvm_view_acquire())
+ * for as long as one of its pinned buffers points into it.
  *
  * Durability.  Blocks written through a MAP_SHARED mapping are the same
  * page-cache (or, with DAX, device) pages that write() would have
@@ -59,21 +70,20 @@
  */
 #include "postgres.h"
 
-#include <setjmp.h>
-#include <signal.h>
 #include <sys/mman.h>
 
 #include "common/relpath.h"
 #include "miscadmin.h"
+#include "nodes/pg_list.h"
 #include "pgstat.h"
+#include "port/pg_iovec.h"
 #include "storage/aio.h"
 #include "storage/aio_internal.h"
-#include "storage/bufmgr.h"
 #include "storage/md.h"
-#include "storage/nvm_buf.h"
+#include "storage/nvm_fault.h"
 #include "storage/nvm_prefetch.h"
 #include "storage/nvm_smgr.h"
-#include "nodes/pg_list.h"
+#include "storage/nvm_stats.h"
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
 
@@ -94,98 +104,14 @@ const struct config_enum_entry nvm_storage_engine_options[] = {
 static MemoryContext NvmCxt = NULL;
 
 /*
- * SIGBUS guard.  While a copy through a mapping is in progress, nvm_fault_jmp
- * points to where the copy resumes on a fault, and [nvm_fault_lo,
- * nvm_fault_hi) is the mapped range it touches.
+ * Views: pinned redirected buffers of this process whose pages it reads
+ * through a read-only mapping (counted by the buffer manager, see
+ * nvm_view_acquire()).  While there are any, read-only mappings closed
+ * meanwhile are retired instead of unmapped.
  */
-static sigjmp_buf *volatile nvm_fault_jmp = NULL;
-static char *volatile nvm_fault_lo = NULL;
-static char *volatile nvm_fault_hi = NULL;
-static bool nvm_sigbus_installed = false;
+static int	nvm_live_views = 0;
 
-
-/*
- * nvm_sigbus_handler -- turn a fault inside a guarded copy into a longjmp.
- *
- * Any other SIGBUS is not ours: restore the default action and let the
- * faulting instruction run again (or re-raise a SIGBUS sent with kill()), so
- * the process dies exactly as it would have without this handler.
- */
-static void
-nvm_sigbus_handler(int signo, siginfo_t *info, void *context)
-{
-	char	   *addr = (char *) info->si_addr;
-
-	if (nvm_fault_jmp != NULL && info->si_code > 0 &&
-		addr >= nvm_fault_lo && addr < nvm_fault_hi)
-		siglongjmp(*nvm_fault_jmp, 1);
-
-	signal(SIGBUS, SIG_DFL);
-	if (info->si_code <= 0)
-		raise(SIGBUS);
-}
-
-/*
- * nvm_install_sigbus_handler -- once per process, before its first mapping.
- *
- * SA_NODEFER keeps SIGBUS unblocked after siglongjmp() leaves the handler
- * (the guard uses sigsetjmp() without saving the signal mask, which would
- * cost a system call per copy).
- */
-static void
-nvm_install_sigbus_handler(void)
-{
-	struct sigaction act;
-
-	memset(&act, 0, sizeof(act));
-	act.sa_sigaction = nvm_sigbus_handler;
-	act.sa_flags = SA_SIGINFO | SA_NODEFER;
-	sigemptyset(&act.sa_mask);
-	if (sigaction(SIGBUS, &act, NULL) != 0)
-		elog(ERROR, "could not install SIGBUS handler: %m");
-	nvm_sigbus_installed = true;
-}
-
-/*
- * nvm_copy_guarded -- copy nblocks blocks between a mapped segment range and
- * buffers, under the SIGBUS guard.
- *
- * "map" is the mapped address of the first block; buffers[i] is the i-th
- * block's buffer.  to_map selects the direction.  Returns the number of
- * blocks copied completely: less than nblocks if the mapping faulted (the
- * file is shorter than expected, or the file system could not provide a
- * page).  A partially copied block is not counted.
- */
-static BlockNumber
-nvm_copy_guarded(char *map, void **buffers, BlockNumber nblocks, bool to_map)
-{
-	sigjmp_buf	jmp;
-	volatile BlockNumber done = 0;
-
-	Assert(nvm_sigbus_installed);
-	Assert(nvm_fault_jmp == NULL);
-
-	if (sigsetjmp(jmp, 0) == 0)
-	{
-		nvm_fault_lo = map;
-		nvm_fault_hi = map + (size_t) nblocks * BLCKSZ;
-		nvm_fault_jmp = &jmp;
-
-		while (done < nblocks)
-		{
-			char	   *blk = map + (size_t) done * BLCKSZ;
-
-			if (to_map)
-				memcpy(blk, buffers[done], BLCKSZ);
-			else
-				memcpy(buffers[done], blk, BLCKSZ);
-			done = done + 1;
-		}
-	}
-	nvm_fault_jmp = NULL;
-
-	return done;
-}
+static void nvm_release_retired_mappings(void);
 
 /*
  * nvm_map_segment -- map the segment holding blocknum into this process.
@@ -204,8 +130,7 @@ nvm_map_segment(SMgrRelation reln, BlockNumber blocknum, bool skipFsync,
 	int			fd;
 	void	   *addr;
 
-	if (!nvm_sigbus_installed)
-		nvm_install_sigbus_handler();
+	nvm_fault_init();
 
 	if (NvmCxt == NULL)
 		NvmCxt = AllocSetContextCreate(TopMemoryContext, "NvmSmgr",
@@ -291,12 +216,13 @@ nvm_ro_block_address(SMgrRelation reln, BlockNumber blocknum)
 }
 
 /*
- * nvm_redirect_address -- for nvm_buf.c: this process's read-only mapped
- * address of a block of a permanent relation's main fork.
+ * nvm_mapped_block -- for the buffer manager: this process's read-only
+ * mapped address of a block of a permanent relation's main fork (to read a
+ * redirected buffer's page in place).
  */
 char *
-nvm_redirect_address(RelFileLocator rlocator, ForkNumber forknum,
-					 BlockNumber blocknum)
+nvm_mapped_block(RelFileLocator rlocator, ForkNumber forknum,
+				 BlockNumber blocknum)
 {
 	SMgrRelation reln = smgropen(rlocator, INVALID_PROC_NUMBER);
 
@@ -306,31 +232,63 @@ nvm_redirect_address(RelFileLocator rlocator, ForkNumber forknum,
 }
 
 /*
- * nvm_copy_page_guarded -- copy one block from a mapping, under the SIGBUS
- * guard.  Returns false if the mapping faulted.
+ * nvm_map_blocks -- the read-only mapped addresses of blocks [blocknum,
+ * blocknum + nblocks) of a main fork, which must lie in one segment, in
+ * pages[]; the blocks are faulted in, under the SIGBUS guard.  Returns how
+ * many of them are readable: fewer than nblocks if the file ends early (the
+ * caller treats the rest as a short read).
  */
-bool
-nvm_copy_page_guarded(char *dst, const char *src)
+BlockNumber
+nvm_map_blocks(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
+			   BlockNumber nblocks, char **pages)
 {
-	void	   *buf = dst;
+	char	   *src;
+	BlockNumber done;
 
-	if (!nvm_sigbus_installed)
-		nvm_install_sigbus_handler();
-	return nvm_copy_guarded((char *) src, &buf, 1, false) == 1;
+	Assert(forknum == MAIN_FORKNUM);
+	Assert(blocknum % ((BlockNumber) RELSEG_SIZE) + nblocks <= RELSEG_SIZE);
+
+	src = nvm_ro_block_address(reln, blocknum);
+	pgstat_report_wait_start(WAIT_EVENT_DATA_FILE_READ);
+	done = nvm_touch_mapping(src, nblocks);
+	pgstat_report_wait_end();
+
+	for (BlockNumber i = 0; i < done; i++)
+		pages[i] = src + (size_t) i * BLCKSZ;
+	return done;
+}
+
+/*
+ * nvm_view_acquire/nvm_view_release -- the buffer manager starts or stops
+ * reading the page at this address (in a read-only mapping of this
+ * process) through a pinned redirected buffer.  Called in critical sections
+ * too (the completion of a read): must not fail.
+ */
+void
+nvm_view_acquire(const char *page)
+{
+	nvm_live_views++;
+}
+
+void
+nvm_view_release(const char *page)
+{
+	Assert(nvm_live_views > 0);
+	if (--nvm_live_views == 0)
+		nvm_release_retired_mappings();
 }
 
 /*
  * Read-only mappings that were closed while this process still had pinned
  * redirected buffers pointing into them.  Their pages may still be read
  * through pointers obtained under those pins, so they are unmapped only
- * when the last such pin is gone (nvm_release_retired_mappings(), called by
- * nvm_buf.c).  This happens when a relation is closed for a reason that
+ * when the last such pin is gone (nvm_view_release()).  This happens when a relation is closed for a reason that
  * does not conflict with our pins, e.g. the SMGRRELEASE barrier of DROP
  * DATABASE, which makes every process close every relation.
  */
 static List *nvm_retired_maps = NIL;
 
-void
+static void
 nvm_release_retired_mappings(void)
 {
 	ListCell   *lc;
@@ -355,7 +313,7 @@ nvm_unmap(char *addr, bool readonly)
 {
 	if (addr == NULL)
 		return;
-	if (readonly && NvmLiveViews())
+	if (readonly && nvm_live_views > 0)
 	{
 		MemoryContext oldcxt = MemoryContextSwitchTo(NvmCxt);
 
@@ -442,7 +400,7 @@ nvm_readv(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 		char	   *src = nvm_block_address(reln, blocknum, false);
 
 		pgstat_report_wait_start(WAIT_EVENT_DATA_FILE_READ);
-		done = nvm_copy_guarded(src, buffers, nthis, false);
+		done = nvm_copy_from_mapping(buffers, src, nthis);
 		pgstat_report_wait_end();
 		MyNvmStats->mapped_reads += done;
 
@@ -459,55 +417,22 @@ nvm_readv(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 }
 
 /*
- * nvm_probe_guarded -- fault in the pages of nblocks mapped blocks (one load
- * per OS page), under the SIGBUS guard.  Returns how many blocks are
- * readable: fewer if the file ends early.
- */
-static BlockNumber
-nvm_probe_guarded(const char *map, BlockNumber nblocks)
-{
-	sigjmp_buf	jmp;
-	volatile BlockNumber done = 0;
-	size_t		pagesz = 4096;
-
-	Assert(nvm_fault_jmp == NULL);
-
-	if (sigsetjmp(jmp, 0) == 0)
-	{
-		nvm_fault_lo = (char *) map;
-		nvm_fault_hi = (char *) map + (size_t) nblocks * BLCKSZ;
-		nvm_fault_jmp = &jmp;
-
-		while (done < nblocks)
-		{
-			const volatile char *blk = map + (size_t) done * BLCKSZ;
-
-			for (size_t off = 0; off < BLCKSZ; off += pagesz)
-				(void) blk[off];
-			done = done + 1;
-		}
-	}
-	nvm_fault_jmp = NULL;
-
-	return done;
-}
-
-/*
  * nvm_startreadv -- "asynchronous" read, as used by the buffer manager.
  *
- * se1, and se2 for reads that may not redirect: the copy is done right
- * here, then the IO handle is staged as a read that has already transferred
- * its bytes (pgaio_io_start_readv_copied()), so it completes synchronously
- * without a system call or an IO worker, and the usual completion callbacks
- * run: md.c's short-read check and error report, then the buffer manager's
- * checksum verification and buffer state update.  A fault in the mapping
- * shows up as a short read, reported exactly like a short read() by md.c.
+ * The blocks are made available right here, then the IO handle is staged
+ * as a read that has already transferred its bytes
+ * (pgaio_io_start_readv_copied()), so it completes synchronously, in this
+ * process, without a system call or an IO worker, and the usual completion
+ * callbacks run: md.c's short-read check and error report, then the buffer
+ * manager's checksum verification and buffer state update.  A fault in the
+ * mapping shows up as a short read, reported exactly like a short read() by
+ * md.c.
  *
- * se2, for reads the buffer manager declared read-only
- * (NvmRedirectNextRead): nothing is copied.  The blocks are faulted in
- * through the read-only mapping, and while the handle completes, the buffer
- * manager's completion callback verifies each page in the mapping
- * (NvmRedirectTarget()) and marks the buffer redirected (NvmRedirectDone()).
+ * se1, and se2 for reads whose issuer may write: the blocks are copied into
+ * the buffers.  se2, for reads whose issuer only reads (PGAIO_HF_IN_PLACE_OK,
+ * set by the buffer manager): nothing is copied; the iovecs point at the
+ * blocks in the read-only mapping (PGAIO_HF_IN_PLACE), where the completion
+ * callback verifies them and redirects the buffers.
  */
 void
 nvm_startreadv(PgAioHandle *ioh,
@@ -515,9 +440,9 @@ nvm_startreadv(PgAioHandle *ioh,
 			   void **buffers, BlockNumber nblocks)
 {
 	struct iovec *iov;
-	int			iovcnt;
+	int			iovcnt PG_USED_FOR_ASSERTS_ONLY;
 	BlockNumber done;
-	bool		redirect;
+	BlockNumber segblock = blocknum % ((BlockNumber) RELSEG_SIZE);
 
 	if (forknum != MAIN_FORKNUM)
 	{
@@ -525,22 +450,19 @@ nvm_startreadv(PgAioHandle *ioh,
 		return;
 	}
 
-	if (blocknum % ((BlockNumber) RELSEG_SIZE) + nblocks > RELSEG_SIZE)
+	if (segblock + nblocks > RELSEG_SIZE)
 		elog(ERROR, "read crossing segment boundary");
 
-	redirect = NvmRedirectNextRead && NvmBufferPages != NULL;
+	iovcnt = pgaio_io_get_iovec(ioh, &iov);
+	Assert(nblocks <= iovcnt);
 
-	if (redirect)
+	if ((ioh->flags & PGAIO_HF_IN_PLACE_OK) &&
+		nvm_storage_engine == NVM_ENGINE_SE2)
 	{
-		char	   *src = nvm_ro_block_address(reln, blocknum);
-		Buffer		bufs[MAX_IO_COMBINE_LIMIT];
-		char	   *pages[MAX_IO_COMBINE_LIMIT];
+		char	   *pages[PG_IOV_MAX];
 
-		Assert(nblocks <= MAX_IO_COMBINE_LIMIT);
-
-		pgstat_report_wait_start(WAIT_EVENT_DATA_FILE_READ);
-		done = nvm_probe_guarded(src, nblocks);
-		pgstat_report_wait_end();
+		Assert(nblocks <= PG_IOV_MAX);
+		done = nvm_map_blocks(reln, forknum, blocknum, nblocks, pages);
 
 		/*
 		 * Prefetch (nvm_prefetch.c; also with nvm_prefetch = off, which stops
@@ -548,52 +470,41 @@ nvm_startreadv(PgAioHandle *ioh,
 		 * at once (ReadBuffer()) is flagged synchronous; a read stream's
 		 * reads are started ahead of use.
 		 */
-		NvmPrefetchRedirected(src - (size_t) BLCKSZ * (blocknum % ((BlockNumber) RELSEG_SIZE)),
-							  blocknum % ((BlockNumber) RELSEG_SIZE), done,
+		NvmPrefetchRedirected(nvm_ro_block_address(reln, blocknum) -
+							  (size_t) BLCKSZ * segblock,
+							  segblock, done,
 							  (ioh->flags & PGAIO_HF_SYNCHRONOUS) == 0);
 
-		for (BlockNumber i = 0; i < done; i++)
+		/* the blocks stay where they are; those past the end: nowhere */
+		for (BlockNumber i = 0; i < nblocks; i++)
 		{
-			/* the buffers are shared buffer slots: find their numbers */
-			bufs[i] = (Buffer) (((char *) buffers[i] - BufferBlocks) / BLCKSZ) + 1;
-			pages[i] = src + (size_t) i * BLCKSZ;
+			iov[i].iov_base = i < done ? pages[i] : NULL;
+			iov[i].iov_len = BLCKSZ;
 		}
-		NvmRedirectBegin(done, bufs, pages);
+		pgaio_io_set_flag(ioh, PGAIO_HF_IN_PLACE);
 	}
 	else
 	{
 		char	   *src = nvm_block_address(reln, blocknum, false);
 
 		pgstat_report_wait_start(WAIT_EVENT_DATA_FILE_READ);
-		done = nvm_copy_guarded(src, buffers, nblocks, false);
+		done = nvm_copy_from_mapping(buffers, src, nblocks);
 		pgstat_report_wait_end();
 		MyNvmStats->mapped_reads += done;
-	}
 
-	/* describe the buffers, as a read() would have used them */
-	iovcnt = pgaio_io_get_iovec(ioh, &iov);
-	Assert(nblocks <= iovcnt);
-	for (iovcnt = 0; iovcnt < (int) nblocks; iovcnt++)
-	{
-		iov[iovcnt].iov_base = buffers[iovcnt];
-		iov[iovcnt].iov_len = BLCKSZ;
+		/* describe the buffers, as a read() would have used them */
+		for (BlockNumber i = 0; i < nblocks; i++)
+		{
+			iov[i].iov_base = buffers[i];
+			iov[i].iov_len = BLCKSZ;
+		}
 	}
 
 	pgaio_io_set_target_smgr(ioh, reln, forknum, blocknum, nblocks, false);
 	pgaio_io_register_callbacks(ioh, PGAIO_HCB_MD_READV, 0);
-
-	PG_TRY();
-	{
-		pgaio_io_start_readv_copied(ioh, iovcnt,
-									(uint64) BLCKSZ * (blocknum % ((BlockNumber) RELSEG_SIZE)),
-									(uint32) done * BLCKSZ);
-	}
-	PG_FINALLY();
-	{
-		if (redirect)
-			NvmRedirectEnd();
-	}
-	PG_END_TRY();
+	pgaio_io_start_readv_copied(ioh, (int) nblocks,
+								(uint64) BLCKSZ * segblock,
+								(uint32) done * BLCKSZ);
 }
 
 /*
@@ -631,7 +542,7 @@ nvm_writev(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 		dst = nvm_block_address(reln, blocknum, skipFsync);
 
 		pgstat_report_wait_start(WAIT_EVENT_DATA_FILE_WRITE);
-		done = nvm_copy_guarded(dst, (void **) buffers, nthis, true);
+		done = nvm_copy_to_mapping(dst, buffers, nthis);
 		pgstat_report_wait_end();
 		MyNvmStats->mapped_writes += done;
 

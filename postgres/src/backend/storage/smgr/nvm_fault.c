@@ -1,0 +1,224 @@
+/*-------------------------------------------------------------------------
+ *
+ * nvm_fault.c
+ *	  pgnvm: the SIGBUS guard around accesses to mapped relation files.
+ *
+ * A load or store through a MAP_SHARED mapping of a file raises SIGBUS
+ * where read() or write() would have returned an error: a load beyond the
+ * end of the file (it was truncated behind the server's back), a store into
+ * a hole the file system cannot fill (ENOSPC), a media error.  The server
+ * must never die of that.  nvm_guarded() runs an access, unit by unit (a
+ * unit is a block), with a SIGBUS handler armed for the address range the
+ * access touches; a fault there makes the handler siglongjmp() back, and
+ * nvm_guarded() returns the number of units completed before it.  The
+ * callers hand the rest to md.c, whose read()/write() reports exactly the
+ * error stock PostgreSQL reports.
+ *
+ * The handler is installed once per process, before its first mapping.  A
+ * SIGBUS outside a guarded access, or at an address outside the guarded
+ * range, is not ours: the handler restores the default action and the
+ * process dies as it would have without it.
+ *
+ * The guard is per process and not reentrant (the signal handler is not a
+ * place that accesses mappings); helper threads of nvm_prefetch.c never
+ * load through a mapping and so never need it.
+ *
+ * Portions Copyright (c) 2026, pgnvm developers
+ *
+ * IDENTIFICATION
+ *	  src/backend/storage/smgr/nvm_fault.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <setjmp.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "storage/nvm_fault.h"
+
+/*
+ * The guarded access in progress: where it resumes on a fault, and the
+ * range of addresses it touches.
+ */
+static sigjmp_buf *volatile nvm_fault_jmp = NULL;
+static const char *volatile nvm_fault_lo = NULL;
+static const char *volatile nvm_fault_hi = NULL;
+
+/* our handler is SIGBUS's action in this process */
+static volatile sig_atomic_t nvm_sigbus_installed = false;
+
+static size_t nvm_page_size = 0;
+
+/*
+ * nvm_sigbus_handler -- turn a fault inside the guarded range into a
+ * siglongjmp() back into nvm_guarded().
+ *
+ * Any other SIGBUS is not ours: restore the default action and let the
+ * faulting instruction run again (or re-raise a SIGBUS sent with kill()),
+ * so the process dies exactly as it would have without this handler.
+ */
+static void
+nvm_sigbus_handler(int signo, siginfo_t *info, void *context)
+{
+	const char *addr = (const char *) info->si_addr;
+
+	if (nvm_fault_jmp != NULL && info->si_code > 0 &&
+		addr >= nvm_fault_lo && addr < nvm_fault_hi)
+		siglongjmp(*nvm_fault_jmp, 1);
+
+	nvm_sigbus_installed = false;
+	signal(SIGBUS, SIG_DFL);
+	if (info->si_code <= 0)
+		raise(SIGBUS);
+}
+
+/*
+ * nvm_fault_init -- install the handler in this process, once, before its
+ * first mapping.
+ *
+ * SA_NODEFER keeps SIGBUS unblocked after siglongjmp() leaves the handler
+ * (the guard uses sigsetjmp() without saving the signal mask, which would
+ * cost a system call per access).
+ */
+void
+nvm_fault_init(void)
+{
+	struct sigaction act;
+
+	if (nvm_sigbus_installed)
+		return;
+
+	memset(&act, 0, sizeof(act));
+	act.sa_sigaction = nvm_sigbus_handler;
+	act.sa_flags = SA_SIGINFO | SA_NODEFER;
+	sigemptyset(&act.sa_mask);
+	if (sigaction(SIGBUS, &act, NULL) != 0)
+		elog(ERROR, "could not install SIGBUS handler: %m");
+	nvm_sigbus_installed = true;
+
+	if (nvm_page_size == 0)
+	{
+		long		sz = sysconf(_SC_PAGESIZE);
+
+		nvm_page_size = sz > 0 ? (size_t) sz : 4096;
+	}
+}
+
+/*
+ * nvm_os_page_size -- the operating system's page size (the granularity of
+ * page faults); valid after nvm_fault_init().
+ */
+size_t
+nvm_os_page_size(void)
+{
+	Assert(nvm_page_size != 0);
+	return nvm_page_size;
+}
+
+/*
+ * nvm_guarded -- run step(arg, i) for i = 0 .. nunits - 1, stopping at a
+ * SIGBUS at an address in [lo, lo + len).  Returns the number of units
+ * completed; a unit interrupted by the fault is not counted.
+ *
+ * step must only access memory inside the range through the mapping (a
+ * fault elsewhere is not caught) and must not throw.
+ */
+uint32
+nvm_guarded(const void *lo, size_t len, uint32 nunits,
+			NvmGuardedStep step, void *arg)
+{
+	sigjmp_buf	jmp;
+	volatile uint32 done = 0;
+
+	nvm_fault_init();
+	Assert(nvm_fault_jmp == NULL);
+
+	if (sigsetjmp(jmp, 0) == 0)
+	{
+		nvm_fault_lo = (const char *) lo;
+		nvm_fault_hi = (const char *) lo + len;
+		nvm_fault_jmp = &jmp;
+
+		while (done < nunits)
+		{
+			step(arg, done);
+			done = done + 1;
+		}
+	}
+	nvm_fault_jmp = NULL;
+
+	return done;
+}
+
+/* the arguments of the copy and touch steps */
+typedef struct NvmBlockAccess
+{
+	char	   *map;			/* mapped address of the first block */
+	void	  **buffers;		/* buffers[i]: the i-th block's buffer */
+} NvmBlockAccess;
+
+static void
+step_copy_from(void *arg, uint32 i)
+{
+	NvmBlockAccess *a = (NvmBlockAccess *) arg;
+
+	memcpy(a->buffers[i], a->map + (size_t) i * BLCKSZ, BLCKSZ);
+}
+
+static void
+step_copy_to(void *arg, uint32 i)
+{
+	NvmBlockAccess *a = (NvmBlockAccess *) arg;
+
+	memcpy(a->map + (size_t) i * BLCKSZ, a->buffers[i], BLCKSZ);
+}
+
+static void
+step_touch(void *arg, uint32 i)
+{
+	NvmBlockAccess *a = (NvmBlockAccess *) arg;
+	const volatile char *blk = a->map + (size_t) i * BLCKSZ;
+
+	for (size_t off = 0; off < BLCKSZ; off += nvm_page_size)
+		(void) blk[off];
+}
+
+/*
+ * nvm_copy_from_mapping -- copy nblocks mapped blocks into buffers[].
+ */
+uint32
+nvm_copy_from_mapping(void **buffers, const char *map, uint32 nblocks)
+{
+	NvmBlockAccess a = {(char *) map, buffers};
+
+	return nvm_guarded(map, (size_t) nblocks * BLCKSZ, nblocks,
+					   step_copy_from, &a);
+}
+
+/*
+ * nvm_copy_to_mapping -- copy buffers[] into nblocks mapped blocks.
+ */
+uint32
+nvm_copy_to_mapping(char *map, const void **buffers, uint32 nblocks)
+{
+	NvmBlockAccess a = {map, (void **) buffers};
+
+	return nvm_guarded(map, (size_t) nblocks * BLCKSZ, nblocks,
+					   step_copy_to, &a);
+}
+
+/*
+ * nvm_touch_mapping -- fault in the pages of nblocks mapped blocks (one load
+ * per OS page): afterwards they can be read without a page fault, as long
+ * as the mapping and the file stay.
+ */
+uint32
+nvm_touch_mapping(const char *map, uint32 nblocks)
+{
+	NvmBlockAccess a = {(char *) map, NULL};
+
+	return nvm_guarded(map, (size_t) nblocks * BLCKSZ, nblocks,
+					   step_touch, &a);
+}

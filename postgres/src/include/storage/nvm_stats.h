@@ -1,0 +1,70 @@
+/*-------------------------------------------------------------------------
+ *
+ * nvm_stats.h
+ *	  pgnvm: the counters of the storage engines, one definition.
+ *
+ * NVM_STATS_COUNTERS() is the only list of the counters: the per-process
+ * slot below, contrib/pgnvm's pgnvm_stats() and pgnvm_counters(), and the
+ * Python readers of the pgnvm repository (which parse the X(...) lines of
+ * this file) all derive from it.  Keep one counter per line, in the form
+ * X(name, "description"): the order is the column order of pgnvm_stats.
+ *
+ * Each process counts into its own slot of a shared array (one slot per
+ * PGPROC, padded to a cache line, written only by its process); readers sum
+ * the slots.  A process without a slot (the postmaster, a standalone
+ * backend before InitProcess()) counts into a private slot nobody reads.
+ *
+ * Portions Copyright (c) 2026, pgnvm developers
+ *
+ * src/include/storage/nvm_stats.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef NVM_STATS_H
+#define NVM_STATS_H
+
+#define NVM_STATS_COUNTERS(X) \
+	X(mapped_reads, "blocks copied from a relation file mapping into a buffer (se1, se2)") \
+	X(mapped_writes, "blocks copied from a buffer into a relation file mapping (se1, se2)") \
+	X(redirects, "buffer misses served in place: the buffer points into the mapping (se2)") \
+	X(cow_copies, "redirected pages copied into their buffer before a change (se2)") \
+	X(hints_skipped, "hint bits not set because the tuple was on a redirected page (se2)") \
+	X(prefetch_jobs, "ranges of redirected blocks handed to prefetching (se2)") \
+	X(prefetch_bytes, "bytes of those ranges (se2)") \
+	X(prefetch_dropped, "prefetch jobs dropped because the helper queue was full (se2)")
+
+/* one process's counters */
+typedef struct NvmStatsSlot
+{
+#define NVM_STATS_FIELD(name, description) uint64 name;
+	NVM_STATS_COUNTERS(NVM_STATS_FIELD)
+#undef NVM_STATS_FIELD
+} NvmStatsSlot;
+
+/* ... padded, so that processes never write into each other's cache lines */
+typedef union NvmStatsSlotPadded
+{
+	NvmStatsSlot slot;
+	char		pad[CACHELINEALIGN(sizeof(NvmStatsSlot))];
+} NvmStatsSlotPadded;
+
+/* a counter's name and description, in NVM_STATS_COUNTERS() order */
+typedef struct NvmStatsCounterInfo
+{
+	const char *name;
+	const char *description;
+	size_t		offset;			/* in NvmStatsSlot */
+} NvmStatsCounterInfo;
+
+extern PGDLLIMPORT const NvmStatsCounterInfo NvmStatsCounters[];
+extern PGDLLIMPORT const int NvmStatsNumCounters;
+
+/* this process's slot; counting is MyNvmStats->name++ */
+extern PGDLLIMPORT NvmStatsSlot *MyNvmStats;
+
+extern Size NvmStatsShmemSize(void);
+extern void NvmStatsShmemInit(void);
+extern void NvmStatsAttach(void);
+extern void NvmStatsSum(uint64 *sums);
+
+#endif							/* NVM_STATS_H */
