@@ -513,18 +513,6 @@ const char *nvmpf_strerror(int err)
 	}
 }
 
-const char *nvmpf_scheme_name(nvmpf_scheme scheme)
-{
-	switch (scheme) {
-	case NVMPF_SCHEME_NONE: return "NONE";
-	case NVMPF_SCHEME_M1: return "M1";
-	case NVMPF_SCHEME_M2: return "M2";
-	case NVMPF_SCHEME_M3: return "M3";
-	case NVMPF_SCHEME_CPUS: return "CPUS";
-	}
-	return "?";
-}
-
 /* Check a configuration; NVMPF_OK or NVMPF_EINVAL. */
 static int validate_config(const nvmpf_config *c)
 {

@@ -10,12 +10,13 @@
  * schemes and fallbacks") and writes one explanatory message.
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "topology.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,79 +63,6 @@ static int read_small_file(const char *path, char *buf, size_t size)
 	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
 		buf[--n] = '\0';
 	return 0;
-}
-
-/* Parse a non-negative decimal number at *p, advancing *p; -1 if none. */
-static long parse_num(const char **p)
-{
-	const char *s = *p;
-	if (*s < '0' || *s > '9')
-		return -1;
-	long v = 0;
-	while (*s >= '0' && *s <= '9') {
-		v = v * 10 + (*s - '0');
-		if (v >= CPU_SETSIZE)
-			return -1;
-		s++;
-	}
-	*p = s;
-	return v;
-}
-
-/* Parse sysfs list syntax; rejects malformed input and CPUs >= CPU_SETSIZE. */
-int nvmpf_parse_cpulist(const char *s, cpu_set_t *set)
-{
-	CPU_ZERO(set);
-	const char *p = s;
-	while (*p == ' ')
-		p++;
-	if (*p == '\0')
-		return 0; /* empty list is valid (e.g. no offline CPUs) */
-	for (;;) {
-		long a = parse_num(&p);
-		if (a < 0)
-			return -1;
-		long b = a;
-		if (*p == '-') {
-			p++;
-			b = parse_num(&p);
-			if (b < a)
-				return -1;
-		}
-		for (long c = a; c <= b; c++)
-			CPU_SET((int)c, set);
-		if (*p == ',') {
-			p++;
-			continue;
-		}
-		while (*p == ' ' || *p == '\n')
-			p++;
-		return *p == '\0' ? 0 : -1;
-	}
-}
-
-/* Format a CPU set as a compact list ("0-3,8") for messages. */
-static void format_cpuset(const cpu_set_t *set, char *buf, size_t size)
-{
-	size_t off = 0;
-	buf[0] = '\0';
-	for (int c = 0; c < CPU_SETSIZE && off + 1 < size; c++) {
-		if (!CPU_ISSET(c, set))
-			continue;
-		int e = c;
-		while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, set))
-			e++;
-		int n = (e > c) ? snprintf(buf + off, size - off, "%s%d-%d",
-					   off ? "," : "", c, e)
-				: snprintf(buf + off, size - off, "%s%d",
-					   off ? "," : "", c);
-		if (n < 0 || (size_t)n >= size - off)
-			break;
-		off += (size_t)n;
-		c = e;
-	}
-	if (off == 0)
-		snprintf(buf, size, "(none)");
 }
 
 /* Read an integer attribute of cpu<c>/topology; -1 if unreadable. */
@@ -272,7 +200,7 @@ static void format_cpu_list(const int *cpu, unsigned int n, char *buf,
 		return;
 	}
 	char list[128];
-	format_cpuset(&s, list, sizeof list);
+	nvmpf_format_cpuset(&s, list, sizeof list);
 	msgf(buf, size, "%s %s%s", CPU_COUNT(&s) == 1 ? "CPU" : "CPUs",
 		 list, any_unpinned ? " and unpinned" : "");
 }
@@ -328,7 +256,7 @@ int nvmpf_place(const nvmpf_config *cfg, const cpu_set_t *allowed,
 		pl->fallback |= NVMPF_FB_NO_TOPOLOGY;
 
 	char allowed_s[128];
-	format_cpuset(&usable, allowed_s, sizeof allowed_s);
+	nvmpf_format_cpuset(&usable, allowed_s, sizeof allowed_s);
 	char why[200] = "";
 	unsigned int n = cfg->nhelpers;
 
@@ -451,7 +379,7 @@ int nvmpf_place(const nvmpf_config *cfg, const cpu_set_t *allowed,
 			n = NVMPF_MAX_HELPERS;
 		if (CPU_COUNT(&bad) > 0) {
 			char bad_s[128];
-			format_cpuset(&bad, bad_s, sizeof bad_s);
+			nvmpf_format_cpuset(&bad, bad_s, sizeof bad_s);
 			pl->fallback |= NVMPF_FB_CPU_NOT_ALLOWED;
 			msgf(why, sizeof why,
 				 "CPU(s) %s not online or not in the allowed "
