@@ -48,20 +48,18 @@ static int scheme_by_name(const char *name)
  * is unknown. */
 static long fallback_bits(char *names)
 {
-	static const char *const fb[] = { "no_smt", "no_other_core",
-					  "cpu_not_allowed", "no_topology",
-					  "pin_failed" };
 	long bits = 0;
 	if (strcmp(names, "-") == 0)
 		return 0;
 	for (char *save, *t = strtok_r(names, ",", &save); t;
 	     t = strtok_r(NULL, ",", &save)) {
-		unsigned int i = 0;
-		while (i < sizeof fb / sizeof fb[0] && strcmp(t, fb[i]) != 0)
-			i++;
-		if (i == sizeof fb / sizeof fb[0])
+		unsigned int b = 1;
+		while (nvmpf_fallback_name(b) &&
+		       strcmp(t, nvmpf_fallback_name(b)) != 0)
+			b <<= 1;
+		if (!nvmpf_fallback_name(b))
 			return -1;
-		bits |= 1L << i;
+		bits |= b;
 	}
 	return bits;
 }
