@@ -186,6 +186,54 @@ static void candidate_lists(const struct topo *t, const cpu_set_t *allowed,
 	}
 }
 
+/* Physical cores with at least one CPU of usable, and those with two or
+ * more (SMT). */
+static void count_cores(const struct topo *t, const cpu_set_t *usable,
+			int *cores, int *smt_cores)
+{
+	unsigned short n[CPU_SETSIZE] = { 0 }; /* usable CPUs per core key */
+	*cores = 0;
+	*smt_cores = 0;
+	for (int c = 0; c < CPU_SETSIZE; c++) {
+		if (!CPU_ISSET(c, usable) || t->key[c] < 0)
+			continue;
+		unsigned short k = ++n[t->key[c]];
+		*cores += k == 1;
+		*smt_cores += k == 2;
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* The caller                                                           */
+/* ------------------------------------------------------------------ */
+
+/* The calling thread's affinity mask; if unreadable, the online CPUs
+ * 0..n-1. */
+void nvmpf_caller_affinity(cpu_set_t *allowed)
+{
+	if (sched_getaffinity(0, sizeof *allowed, allowed) == 0)
+		return;
+	CPU_ZERO(allowed);
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	for (long c = 0; c < n && c < CPU_SETSIZE; c++)
+		CPU_SET((int)c, allowed);
+}
+
+/* The home CPU: the only CPU of allowed (*pinned = 1), else the CPU the
+ * caller runs on now (*pinned = 0; -1 if unknown). */
+int nvmpf_home_cpu(const cpu_set_t *allowed, int *pinned)
+{
+	*pinned = 0;
+	if (CPU_COUNT(allowed) != 1)
+		return sched_getcpu();
+	*pinned = 1;
+	int home = -1;
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, allowed))
+			home = c;
+	return home;
+}
+
 /* ------------------------------------------------------------------ */
 /* Placement                                                            */
 /* ------------------------------------------------------------------ */
@@ -428,9 +476,9 @@ static const char *placed_how(nvmpf_scheme effective)
 
 /*
  * Compose pl->message when the request was not honoured as asked (x->why)
- * or the topology was unreadable: "scheme X cannot be honoured: <why>;
- * falling back to Y: <helpers>" or, when only the topology is in question,
- * "scheme X: <note>; <helpers>".
+ * or the topology was unreadable (pl->topology_note): "scheme X cannot be
+ * honoured: <why>[; <note>]; falling back to Y: <helpers>" or, when only
+ * the topology is in question, "scheme X: <note>; <helpers>".
  */
 static void explain(const struct place_ctx *x, struct nvmpf_placement *pl)
 {
@@ -439,23 +487,21 @@ static void explain(const struct place_ctx *x, struct nvmpf_placement *pl)
 		return;
 	char where[160];
 	format_cpu_list(pl->cpu, pl->nhelpers, where, sizeof where);
-	char topo_note[128] = "";
-	if (!x->t.known)
-		msgf(topo_note, sizeof topo_note,
-		     "%sCPU topology unreadable under %s, every CPU taken as "
-		     "its own core", why[0] ? "; " : "", x->dir);
+	const char *note = pl->topology_note;
+	const char *sep = why[0] && note[0] ? "; " : "";
 	const char *scheme = nvmpf_scheme_name(x->cfg->scheme);
 	if (pl->effective != x->cfg->scheme ||
 	    pl->fallback & ~NVMPF_FB_NO_TOPOLOGY)
 		msgf(pl->message, sizeof pl->message,
-		     "nvmprefetch: scheme %s cannot be honoured: %s%s; falling "
-		     "back to %s: %u helper(s) %s (%s)", scheme, why, topo_note,
+		     "nvmprefetch: scheme %s cannot be honoured: %s%s%s; "
+		     "falling back to %s: %u helper(s) %s (%s)", scheme, why,
+		     sep, note,
 		     nvmpf_scheme_name(pl->effective), pl->nhelpers,
 		     placed_how(pl->effective), where);
 	else
 		msgf(pl->message, sizeof pl->message,
 		     "nvmprefetch: scheme %s: %s; %u helper(s) %s (%s)", scheme,
-		     topo_note, pl->nhelpers, placed_how(pl->effective), where);
+		     note, pl->nhelpers, placed_how(pl->effective), where);
 }
 
 /*
@@ -486,8 +532,14 @@ static void place_setup(struct place_ctx *x, const nvmpf_config *cfg,
 	pl->caller_cpu = home;
 	pl->smt_siblings = x->nsib;
 	pl->cpus_allowed = CPU_COUNT(&x->usable);
-	if (!x->t.known)
+	pl->usable = x->usable;
+	count_cores(&x->t, &x->usable, &pl->physical_cores, &pl->smt_cores);
+	if (!x->t.known) {
 		pl->fallback |= NVMPF_FB_NO_TOPOLOGY;
+		msgf(pl->topology_note, sizeof pl->topology_note,
+		     "CPU topology unreadable under %s, every CPU taken as its "
+		     "own core", x->dir);
+	}
 }
 
 /*
