@@ -1,13 +1,17 @@
 /*
- * topology.c - CPU topology from sysfs and placement of helper threads for
- * the mapping schemes M1, M2, M3, an explicit CPU list, or unpinned.
+ * topology.c - CPU topology from sysfs, the caller's affinity and home CPU,
+ * and placement of helper threads for the mapping schemes M1, M2, M3, an
+ * explicit CPU list, or unpinned: one function per scheme (place_m1 ...)
+ * over a context set up once (place_setup), and one message (explain).
  *
  * Two CPUs share a physical core when each is in the other's
  * topology/thread_siblings_list; when that file is missing, when they have
  * the same (physical_package_id, core_id).  Only CPUs that are online and in
  * the caller's affinity mask are ever used.  When a scheme cannot be
  * honoured the placement falls back (documented in README.md, "Mapping
- * schemes and fallbacks") and writes one explanatory message.
+ * schemes and their fallbacks") and writes one explanatory message.
+ * Calls only into mapping.c (names, CPU lists); used by nvmprefetch.c and
+ * tools/nvmpf-topology.c.
  */
 #define _GNU_SOURCE
 #include "topology.h"
