@@ -282,6 +282,36 @@ NVMPF_API const char *nvmpf_strerror(int err);
 /* "M1", "M2", "M3", "CPUS", "NONE". */
 NVMPF_API const char *nvmpf_scheme_name(nvmpf_scheme scheme);
 
+/*
+ * Parse a mapping, the text form of a scheme (PostgreSQL's
+ * nvm_prefetch_mapping, nvmpf-topology's arguments):
+ *
+ *   "m1", "m2", "m3"   (any case, nothing around them)  -> that scheme
+ *   a CPU list          -> NVMPF_SCHEME_CPUS and the CPUs in order
+ *
+ * A CPU list is one or more items separated by commas, each a CPU number
+ * or an ascending range "lo-hi" ("3", "2,3", "4-7, 9"); blanks are allowed
+ * around items, not inside them; CPU numbers are below CPU_SETSIZE (1024);
+ * ranges are expanded, repeats kept.  At most NVMPF_MAX_HELPERS CPUs, and
+ * at most maxcpus when cpus is given.
+ *
+ * scheme and ncpus must not be NULL.  cpus receives up to maxcpus CPUs;
+ * NULL only checks and counts them.  err (errlen bytes, may be NULL)
+ * receives "" on success, else one of:
+ *   expected m1, m2, m3 or a list of CPU numbers such as "1", "2,3" or "4-7"
+ *   a CPU range needs an upper bound, as in "4-7"
+ *   CPU numbers must be ascending within a range and below 1024
+ *   at most 32 helper CPUs can be listed       (32: the limit that applied)
+ * The first thing wrong, from the left, is reported.
+ *
+ * Returns NVMPF_OK, or NVMPF_EINVAL with *scheme = NVMPF_SCHEME_NONE and
+ * *ncpus = 0.  Whether the scheme can be honoured on this machine is only
+ * known when helpers are placed (nvmpf_create, nvmpf-topology).
+ */
+NVMPF_API int nvmpf_parse_mapping(const char *text, nvmpf_scheme *scheme,
+				  int *cpus, int maxcpus, int *ncpus,
+				  char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

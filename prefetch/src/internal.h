@@ -1,7 +1,8 @@
 /*
- * internal.h - private data structures of libnvmprefetch: the job queue (a
- * Concurrency Kit ck_ring with ThreadSanitizer annotations), helper and pool
- * state, the topology/placement interface and test-only hooks.
+ * internal.h - private data structures of the pool (nvmprefetch.c): the job
+ * queue (a Concurrency Kit ck_ring with ThreadSanitizer annotations), helper
+ * and pool state, and test-only hooks.  Includes the placement interface
+ * (topology.h) and the vocabulary (mapping.h) below it.
  *
  * Not installed.  The test programs link the static library and may use the
  * nvmpf_internal_* functions declared at the end.
@@ -9,7 +10,7 @@
 #ifndef NVMPF_INTERNAL_H
 #define NVMPF_INTERNAL_H
 
-#include "nvmprefetch.h"
+#include "topology.h"
 
 #include <ck_ring.h>
 #include <pthread.h>
@@ -18,7 +19,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define NVMPF_HIDDEN __attribute__((visibility("hidden")))
 #define NVMPF_CACHELINE 64
 #define NVMPF_ALIGN __attribute__((aligned(2 * NVMPF_CACHELINE)))
 #define NVMPF_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -142,31 +142,6 @@ struct nvmpf_pool {
 	unsigned int nhelpers;
 	struct nvmpf_helper *helpers;   /* nhelpers entries */
 };
-
-/* ---- topology.c: CPU topology and helper placement ---- */
-
-/* Result of placing helpers. */
-struct nvmpf_placement {
-	nvmpf_scheme effective;
-	unsigned int fallback;          /* NVMPF_FB_* */
-	unsigned int nhelpers;
-	int cpu[NVMPF_MAX_HELPERS];     /* -1 = unpinned */
-	int stage[NVMPF_MAX_HELPERS];
-	int caller_cpu;
-	int smt_siblings;
-	int cpus_allowed;
-	char message[320];              /* fallback explanation, "" if none */
-};
-
-/*
- * Decide where helpers run for cfg (already validated) given the caller's
- * allowed set and home CPU.  Returns NVMPF_OK or NVMPF_ENOMEM.
- */
-NVMPF_HIDDEN int nvmpf_place(const nvmpf_config *cfg, const cpu_set_t *allowed,
-			     int home_cpu, struct nvmpf_placement *pl);
-
-/* Parse a sysfs CPU list ("0-3,8,10-11") into *set.  0 or -1 (malformed). */
-NVMPF_HIDDEN int nvmpf_parse_cpulist(const char *s, cpu_set_t *set);
 
 /* ---- test-only hooks (not part of the public API) ---- */
 

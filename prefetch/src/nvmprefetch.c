@@ -513,18 +513,6 @@ const char *nvmpf_strerror(int err)
 	}
 }
 
-const char *nvmpf_scheme_name(nvmpf_scheme scheme)
-{
-	switch (scheme) {
-	case NVMPF_SCHEME_NONE: return "NONE";
-	case NVMPF_SCHEME_M1: return "M1";
-	case NVMPF_SCHEME_M2: return "M2";
-	case NVMPF_SCHEME_M3: return "M3";
-	case NVMPF_SCHEME_CPUS: return "CPUS";
-	}
-	return "?";
-}
-
 /* Check a configuration; NVMPF_OK or NVMPF_EINVAL. */
 static int validate_config(const nvmpf_config *c)
 {
@@ -668,21 +656,9 @@ int nvmpf_create(const nvmpf_config *cfg_in, nvmpf_pool **out)
 			       (size_t)ls : NVMPF_CACHELINE;
 
 	/* Where may the caller run, and where does it run now? */
-	if (sched_getaffinity(0, sizeof p->allowed, &p->allowed) != 0) {
-		CPU_ZERO(&p->allowed);
-		long n = sysconf(_SC_NPROCESSORS_ONLN);
-		for (long c = 0; c < n && c < CPU_SETSIZE; c++)
-			CPU_SET((int)c, &p->allowed);
-	}
-	int home = -1, pinned = 0;
-	if (CPU_COUNT(&p->allowed) == 1) {
-		for (int c = 0; c < CPU_SETSIZE; c++)
-			if (CPU_ISSET(c, &p->allowed))
-				home = c;
-		pinned = 1;
-	} else {
-		home = sched_getcpu();
-	}
+	nvmpf_caller_affinity(&p->allowed);
+	int pinned = 0;
+	int home = nvmpf_home_cpu(&p->allowed, &pinned);
 
 	struct nvmpf_placement pl;
 	rc = nvmpf_place(&cfg, &p->allowed, home, &pl);

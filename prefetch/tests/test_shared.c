@@ -39,10 +39,11 @@ static void test_exports(void)
 			      "nvmpf_drain", "nvmpf_get_stats", "nvmpf_get_info",
 			      "nvmpf_destroy", "nvmpf_strerror", "nvmpf_scheme_name",
 			      "nvmpf_log_discard", "nvmpf_enqueue_seq",
-			      "nvmpf_retire" };
+			      "nvmpf_retire", "nvmpf_parse_mapping" };
 	for (unsigned int i = 0; i < sizeof pub / sizeof pub[0]; i++)
 		CHECK(dlsym(RTLD_DEFAULT, pub[i]) != NULL);
 	const char *hidden[] = { "nvmpf_place", "nvmpf_parse_cpulist",
+				 "nvmpf_fallback_name", "nvmpf_format_cpuset",
 				 "nvmpf_internal_set_paused",
 				 "nvmpf_internal_preset_ring",
 				 "nvmpf_internal_fingerprint" };

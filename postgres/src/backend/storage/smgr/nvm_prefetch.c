@@ -118,94 +118,25 @@ static int	PendingCount = 0;
 
 
 /*
- * parse_mapping -- "m1", "m2", "m3" or a list of CPU numbers and ranges
- * ("3", "2,3", "4-7,9").  Returns false on a malformed value, with *err set.
- */
-static bool
-parse_mapping(const char *s, NvmPrefetchMapping *m, const char **err)
-{
-	const char *p = s;
-
-	memset(m, 0, sizeof(*m));
-	if (pg_strcasecmp(s, "m1") == 0)
-		m->scheme = NVMPF_SCHEME_M1;
-	else if (pg_strcasecmp(s, "m2") == 0)
-		m->scheme = NVMPF_SCHEME_M2;
-	else if (pg_strcasecmp(s, "m3") == 0)
-		m->scheme = NVMPF_SCHEME_M3;
-	else
-	{
-		m->scheme = NVMPF_SCHEME_CPUS;
-		for (;;)
-		{
-			long		lo,
-						hi;
-			char	   *endp;
-
-			while (isspace((unsigned char) *p))
-				p++;
-			if (!isdigit((unsigned char) *p))
-			{
-				*err = "expected m1, m2, m3 or a list of CPU numbers such as \"1\", \"2,3\" or \"4-7\"";
-				return false;
-			}
-			lo = hi = strtol(p, &endp, 10);
-			p = endp;
-			if (*p == '-')
-			{
-				p++;
-				if (!isdigit((unsigned char) *p))
-				{
-					*err = "a CPU range needs an upper bound, as in \"4-7\"";
-					return false;
-				}
-				hi = strtol(p, &endp, 10);
-				p = endp;
-			}
-			if (lo > hi || hi >= CPU_SETSIZE)
-			{
-				*err = "CPU numbers must be ascending within a range and below 1024";
-				return false;
-			}
-			for (long c = lo; c <= hi; c++)
-			{
-				if (m->ncpus >= NVMPF_MAX_HELPERS)
-				{
-					*err = "at most 32 helper CPUs can be listed";
-					return false;
-				}
-				m->cpus[m->ncpus++] = (int) c;
-			}
-			while (isspace((unsigned char) *p))
-				p++;
-			if (*p == '\0')
-				break;
-			if (*p != ',')
-			{
-				*err = "expected m1, m2, m3 or a list of CPU numbers such as \"1\", \"2,3\" or \"4-7\"";
-				return false;
-			}
-			p++;
-		}
-	}
-	return true;
-}
-
-/*
  * check_nvm_prefetch_mapping -- GUC check hook: parse into *extra.
  *
- * Whether the scheme can be honoured on this machine (SMT siblings, CPUs
- * allowed) is only known when a process creates its helpers; the library
- * then falls back and we log what it did (see nvm_prefetch_pool()).
+ * "m1", "m2", "m3" or a list of CPU numbers and ranges ("3", "2,3",
+ * "4-7,9"), as libnvmprefetch's nvmpf_parse_mapping() reads it (its error
+ * text becomes the detail).  Whether the scheme can be honoured on this
+ * machine (SMT siblings, CPUs allowed) is only known when a process creates
+ * its helpers; the library then falls back and we log what it did (see
+ * nvm_prefetch_pool()).
  */
 bool
 check_nvm_prefetch_mapping(char **newval, void **extra, GucSource source)
 {
 	NvmPrefetchMapping m;
 	NvmPrefetchMapping *copy;
-	const char *err = NULL;
+	char		err[256];
 
-	if (!parse_mapping(*newval, &m, &err))
+	memset(&m, 0, sizeof(m));
+	if (nvmpf_parse_mapping(*newval, &m.scheme, m.cpus, lengthof(m.cpus),
+							&m.ncpus, err, sizeof(err)) != NVMPF_OK)
 	{
 		GUC_check_errdetail("%s", err);
 		return false;
