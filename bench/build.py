@@ -15,7 +15,8 @@ Steps (all PostgreSQL work runs as the server user, see :mod:`bench.osuser`):
    archive there; ``configure`` gets its header directory (CPPFLAGS) and archive (LIBS), so
    the server links it statically (se2's prefetching, ``nvm_prefetch.c``).
 6. ``configure`` (flavour-specific flags), ``make``, ``make install`` (which also installs
-   libnvmprefetch's header and libraries into the prefix, for other programs).
+   libnvmprefetch's header and libraries and its ``nvmpf-topology`` tool into the prefix,
+   for other programs).
 
 Incremental rule: the *config stamp* hashes the upstream tarball name, every patch (name
 and content), the configure arguments and flags, and libnvmprefetch's files. When it
@@ -167,12 +168,13 @@ def configure_env(flavour: str, tree: Path | None = None) -> dict[str, str]:
 
 
 def prefetch_files(prefetch_dir: Path) -> dict[str, Path]:
-    """The files of libnvmprefetch copied into the tree: its Makefile, header and sources."""
+    """The files of libnvmprefetch copied into the tree: its Makefile, header, sources and
+    tools (``nvmpf-topology``, installed with it)."""
     files = overlay_files(prefetch_dir)
     return {
         rel: p
         for rel, p in files.items()
-        if rel == "Makefile" or rel.startswith(("include/", "src/"))
+        if rel == "Makefile" or rel.startswith(("include/", "src/", "tools/"))
     }
 
 

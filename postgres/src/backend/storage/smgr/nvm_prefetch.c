@@ -55,9 +55,6 @@
  */
 #include "postgres.h"
 
-#include <ctype.h>
-#include <sched.h>
-
 #include <nvmprefetch.h>
 
 #include "storage/ipc.h"
