@@ -11,6 +11,7 @@ from bench.testsuite.checks.cow import cow
 from bench.testsuite.checks.crash import crash
 from bench.testsuite.checks.differential import differential
 from bench.testsuite.checks.enospc import enospc
+from bench.testsuite.checks.faults import cow_failure
 from bench.testsuite.checks.pgsuites import isolation, pgnvm_ext, regress, tap_recovery
 from bench.testsuite.checks.prefetch_lifecycle import prefetch_lifecycle
 from bench.testsuite.checks.redirect import redirect
@@ -42,6 +43,12 @@ ENGINE_CHECKS: tuple[CheckDef, ...] = (
     CheckDef("strace", strace, 5 * 60, "no pread of relation files in a seq scan (se1+)"),
     CheckDef("redirect", redirect, 5 * 60, "se2 scans redirect buffers (none elsewhere)"),
     CheckDef("cow", cow, 5 * 60, "se2 copy-on-write: the file changes only at write-back"),
+    CheckDef(
+        "cow_failure",
+        cow_failure,
+        5 * 60,
+        "a copy-on-write that cannot map the segment leaves the page usable",
+    ),
     CheckDef(
         "prefetch_lifecycle",
         prefetch_lifecycle,

@@ -19,6 +19,7 @@
 #ifndef NVM_BUF_H
 #define NVM_BUF_H
 
+#include "port/atomics.h"
 #include "storage/aio_types.h"
 #include "storage/block.h"
 #include "storage/buf.h"
@@ -38,6 +39,39 @@ extern PGDLLIMPORT volatile uint8 *NvmBufferFlags;
  * global in the other engines.
  */
 extern PGDLLIMPORT void **NvmBufferPages;
+
+/* the buffer pool (bufmgr.h), for NvmFollowCopy() */
+extern PGDLLIMPORT char *BufferBlocks;
+
+/*
+ * NvmFollowCopy -- *ptr points into the page of the pinned shared buffer
+ * "buffer".  If this process found that page in place (the buffer was
+ * redirected) and the page has since been copied into its slot (by any
+ * process, before changing it: copy-on-write), point *ptr at the same byte
+ * of the slot, which is the current version; else leave it.
+ *
+ * For code that keeps a pointer into a page across lock releases and reads
+ * it again under a content lock (tuple visibility checks): the copy does not
+ * move pointers other processes, or this one, took earlier (see R5 in
+ * docs/storage-engines.md).  A no-op unless nvm_storage_engine = se2.
+ */
+static inline void
+NvmFollowCopy(void **ptr, Buffer buffer)
+{
+	if (unlikely(NvmBufferPages != NULL) && buffer > 0)
+	{
+		char	   *view = (char *) NvmBufferPages[buffer - 1];
+		uintptr_t	off = (uintptr_t) ((char *) *ptr - view);
+
+		if (view != NULL && off < BLCKSZ &&
+			!(NvmBufferFlags[buffer - 1] & NVM_BUF_REDIRECTED))
+		{
+			/* see the copy's bytes, not older ones: pairs with its release */
+			pg_read_barrier();
+			*ptr = BufferBlocks + (Size) (buffer - 1) * BLCKSZ + off;
+		}
+	}
+}
 
 extern Size NvmBufShmemSize(void);
 extern void NvmBufShmemInit(void);

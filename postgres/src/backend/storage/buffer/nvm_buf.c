@@ -198,6 +198,14 @@ NvmSkipHintInMapping(const void *ptr)
  * until the redirection is gone.  A fault while copying (the file was cut
  * short behind our back) leaves the buffer redirected and raises the same
  * ERROR a short read would.
+ *
+ * Nothing between setting NVM_BUF_COW_RUNNING and clearing it may fail:
+ * whatever can raise an ERROR (mapping the segment to find the source, the
+ * SIGBUS handler's installation) is done before the flag is set, so that an
+ * ERROR leaves the buffer exactly as it was and nobody waits for a copy that
+ * will never end.  Callers hold no content lock (the buffer manager copies
+ * before taking an exclusive lock, not after), so waiting for another
+ * process's copy is interruptible.
  */
 void
 NvmBufferCow(Buffer buffer)
@@ -207,6 +215,16 @@ NvmBufferCow(Buffer buffer)
 	bool		slept = false;
 
 	Assert(NvmBufferPages != NULL);
+
+	/*
+	 * The source, in this process's mapping, while the buffer is (still)
+	 * redirected: a pinned valid buffer never becomes redirected again, so
+	 * if it is not redirected now, there is nothing to copy.
+	 */
+	if ((NvmBufferFlags[buffer - 1] & NVM_BUF_REDIRECTED) &&
+		NvmBufferPages[buffer - 1] == NULL)
+		(void) NvmBufferGetBlockSlow(buffer);
+	nvm_fault_init();
 
 	for (;;)
 	{
@@ -228,12 +246,12 @@ NvmBufferCow(Buffer buffer)
 			slept = true;
 			continue;
 		}
+		src = NvmBufferPages[buffer - 1];
+		Assert(src != NULL);
 		NvmBufferFlags[buffer - 1] = flags | NVM_BUF_COW_RUNNING;
 		UnlockBufHdr(buf, buf_state);
 
-		src = NvmBufferPages[buffer - 1];
-		if (src == NULL)
-			src = NvmBufferGetBlockSlow(buffer);
+		/* from here to clearing the flag, nothing may fail */
 		dst = BufferBlocks + (Size) (buffer - 1) * BLCKSZ;
 		ok = nvm_copy_from_mapping(&dst, src, 1) == 1;
 
