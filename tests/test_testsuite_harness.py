@@ -29,6 +29,7 @@ def test_select_everything_by_default() -> None:
         "strace",
         "redirect",
         "cow",
+        "cow_failure",
         "prefetch_lifecycle",
         "stress",
         "crash",
