@@ -30,6 +30,7 @@ def test_select_everything_by_default() -> None:
         "redirect",
         "cow",
         "cow_failure",
+        "mapping_limits",
         "prefetch_lifecycle",
         "stress",
         "crash",

@@ -11,7 +11,7 @@ from bench.testsuite.checks.cow import cow
 from bench.testsuite.checks.crash import crash
 from bench.testsuite.checks.differential import differential
 from bench.testsuite.checks.enospc import enospc
-from bench.testsuite.checks.faults import cow_failure
+from bench.testsuite.checks.faults import cow_failure, mapping_limits
 from bench.testsuite.checks.pgsuites import isolation, pgnvm_ext, regress, tap_recovery
 from bench.testsuite.checks.prefetch_lifecycle import prefetch_lifecycle
 from bench.testsuite.checks.redirect import redirect
@@ -48,6 +48,12 @@ ENGINE_CHECKS: tuple[CheckDef, ...] = (
         cow_failure,
         5 * 60,
         "a copy-on-write that cannot map the segment leaves the page usable",
+    ),
+    CheckDef(
+        "mapping_limits",
+        mapping_limits,
+        10 * 60,
+        "1500 relations, nvm_max_mappings=8, no address space: checkpoints and scans work",
     ),
     CheckDef(
         "prefetch_lifecycle",

@@ -1,18 +1,25 @@
-"""cow_failure: a copy-on-write that fails (the segment cannot be mapped) leaves the page as
-it was, and the next access to it works (issue: "a stuck copy-on-write").
+"""cow_failure: a copy-on-write whose segment cannot be mapped leaves the page usable
+(issue: "a stuck copy-on-write").
 
-Steps (every engine; the failure path is se1's and se2's):
+Steps (every engine; the mapping paths are se2's: in base and se1 the scan copied the
+pages into shared buffers, and the UPDATEs find them there):
 
 1. A 3000-row table, frozen and checkpointed, its buffers evicted, then one sequential scan:
    in se2 its pages are now read in place (redirected).
 2. Session B maps the catalogs (EXPLAIN of the UPDATE), then its address-space limit is set
    to its current size + 256 MB (``prlimit`` as the server user): it cannot map the table's
-   1 GB segment any more. ``UPDATE ... WHERE ctid = '(0,10)'``: se1/se2 fail with
-   ``could not map file`` (53200), base succeeds (it never maps).
+   1 GB segment without giving up other mappings. ``UPDATE ... WHERE ctid = '(0,10)'``
+   must succeed in every engine (se2 gives up mappings to make room for the copy's
+   source: ``mappings_evicted``). Before the fix it failed with ``could not map file`` (53200)
+   after setting NVM_BUF_COW_RUNNING, which nothing cleared.
 3. Session C updates another row of the same page with ``statement_timeout = 10s``: it must
-   finish at once. Before the fix, B's failed copy left NVM_BUF_COW_RUNNING set and C slept
-   on the buffer's condition variable until its timeout.
-4. B's limit is lifted and B retries: it must succeed (before the fix: it waited for ever).
+   finish at once (before the fix: it slept on the buffer's condition variable until its
+   timeout).
+4. Session D cannot map anything (``nvm_debug_fail_mappings = on``) and updates a row of
+   another redirected page: se2 copies the page into its buffer from the file, read with
+   read() (``mapping_fallbacks``).
+5. B's limit is lifted and B runs its UPDATE again (0 rows now: the row moved): it must
+   finish (before the fix: it waited for ever).
 
 A step that does not finish within WAIT_S seconds fails the check, and the server is
 restarted in immediate mode (a backend stuck with interrupts held cannot be terminated).
@@ -21,6 +28,7 @@ restarted in immediate mode (a backend stuck with interrupts held cannot be term
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,7 +41,6 @@ from bench.testsuite.model import CheckFailed
 
 TABLE = "cow_fail_t"
 WAIT_S = 15.0  # a step that takes longer is stuck
-MAPPING_ERROR = "53200"  # ERRCODE_OUT_OF_MEMORY: could not map file
 
 
 def _in_thread(fn: Callable[[], str], wait: float) -> str | None:
@@ -50,6 +57,15 @@ def _in_thread(fn: Callable[[], str], wait: float) -> str | None:
     t.start()
     t.join(wait)
     return out.get("r")
+
+
+def _counters(c: psycopg.Connection[Any]) -> dict[str, int]:
+    """pgnvm's counters (pgnvm_counters(), summed over all processes)."""
+    return {k: int(v) for k, v in c.execute("SELECT counter, value FROM pgnvm_counters()")}
+
+
+def _grew(before: dict[str, int], after: dict[str, int], key: str) -> int:
+    return after[key] - before[key]
 
 
 def _vm_size(pid: int) -> int:
@@ -90,16 +106,30 @@ def _step(what: str, fn: Callable[[], str], want: str) -> str:
 
 
 def _steps(env: EngineEnv, b: psycopg.Connection[Any], c: psycopg.Connection[Any]) -> list[str]:
+    # only se2 needs a mapping here: base and se1 copied the pages into buffers
+    mapped = env.engine == "se2"
     b.execute(f"EXPLAIN UPDATE {TABLE} SET x = x + 1 WHERE ctid = '(0,10)'")
     pid = b.info.backend_pid
     _prlimit_as(pid, str(_vm_size(pid) + (256 << 20)))
-    want = "ok" if env.engine == "base" else MAPPING_ERROR
-    got = _step("UPDATE under the address-space limit", _update(b, "(0,10)"), want)
-    notes = [f"UPDATE under the limit: {got.split(':')[0]}"]
+    before = _counters(c)
+    _step("UPDATE under the address-space limit", _update(b, "(0,10)"), "ok")
+    evicted = _grew(before, _counters(c), "mappings_evicted")
+    if mapped and evicted < 1:
+        raise CheckFailed("the UPDATE under the limit gave up no mapping to make room")
+    notes = [f"UPDATE under the limit: ok ({evicted} mappings given up)"]
 
     c.execute("SET statement_timeout = '10s'")
     _step("another UPDATE of the same page after that", _update(c, "(0,11)"), "ok")
     notes.append("another UPDATE of the page: ok at once")
+
+    c.execute("SET nvm_debug_fail_mappings = on")
+    before = _counters(c)
+    _step("UPDATE of another page, no mapping possible", _update(c, "(1,1)"), "ok")
+    fallbacks = _grew(before, _counters(c), "mapping_fallbacks")
+    c.execute("RESET nvm_debug_fail_mappings")
+    if mapped and fallbacks < 1:
+        raise CheckFailed("the UPDATE without mappings did not fall back to read()")
+    notes.append(f"UPDATE without mappings: ok ({fallbacks} read()s)")
 
     _prlimit_as(pid, "unlimited")
     _step("the first UPDATE again, limit lifted", _update(b, "(0,10)"), "ok")
@@ -110,6 +140,7 @@ def _steps(env: EngineEnv, b: psycopg.Connection[Any], c: psycopg.Connection[Any
 def cow_failure(env: EngineEnv, limit: float) -> str:
     with env.connect() as a:
         a.execute("CREATE EXTENSION IF NOT EXISTS pg_buffercache")
+        a.execute("CREATE EXTENSION IF NOT EXISTS pgnvm")
         a.execute(f"DROP TABLE IF EXISTS {TABLE}")
         a.execute(f"CREATE TABLE {TABLE} (x int, pad text) WITH (fillfactor = 100)")
         a.execute(f"INSERT INTO {TABLE} SELECT g, repeat('x', 100) FROM generate_series(1, 3000) g")
@@ -129,10 +160,164 @@ def cow_failure(env: EngineEnv, limit: float) -> str:
         finally:
             b.close()
             c.close()
-        # base's first UPDATE succeeded; the others' failed and changed nothing
-        updates = 3 if env.engine == "base" else 2
+        # three UPDATEs changed a row each; B's second found none (the row had moved)
         got = a.execute(f"SELECT count(*), sum(x) FROM {TABLE}").fetchone()
-        if got != (3000, 3000 * 3001 // 2 + updates):
+        if got != (3000, 3000 * 3001 // 2 + 3):
             raise CheckFailed(f"table after the updates: (count, sum) = {got}")
         a.execute(f"DROP TABLE {TABLE}")
+    return "; ".join(notes)
+
+
+# --------------------------------------------------------------------------- mapping_limits
+
+ML_TABLES = 1500  # relations, each its own segment file
+ML_BATCH = 250  # tables created / dropped per transaction (lock table size)
+ML_CAP = 8  # nvm_max_mappings during the check
+ML_WRITERS = 8  # processes that may have mapped segments meanwhile, at most
+ML_SUM = ML_TABLES * (ML_TABLES + 1) // 2
+
+
+def _each_table(c: psycopg.Connection[Any], sql: str) -> None:
+    """Run ``sql`` (a format() string with %1$s = the table's number) for every table, in
+    batches of ML_BATCH per transaction."""
+    for lo in range(1, ML_TABLES + 1, ML_BATCH):
+        hi = min(lo + ML_BATCH - 1, ML_TABLES)
+        c.execute(
+            f"DO $$ BEGIN FOR i IN {lo}..{hi} LOOP EXECUTE format($f${sql}$f$, i); END LOOP; END $$"
+        )
+
+
+def _sum_all(c: psycopg.Connection[Any]) -> int:
+    """pgnvm_ml_sum() (made by mapping_limits()): one read of every table."""
+    row = c.execute("SELECT pgnvm_ml_sum()").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _checkpoint_lsn(c: psycopg.Connection[Any]) -> str:
+    row = c.execute("SELECT checkpoint_lsn FROM pg_control_checkpoint()").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def _checkpointer_pid(c: psycopg.Connection[Any]) -> int:
+    row = c.execute(
+        "SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'"
+    ).fetchone()
+    if row is None:
+        raise CheckFailed("no checkpointer in pg_stat_activity")
+    return int(row[0])
+
+
+def _wait_setting(env: EngineEnv, name: str, value: str) -> None:
+    """Wait until new backends see the reloaded value of ``name``."""
+    deadline = time.monotonic() + 10
+    while True:
+        with env.connect() as probe:
+            got = probe.execute(f"SHOW {name}").fetchone()
+        if got == (value,):
+            return
+        if time.monotonic() > deadline:
+            raise CheckFailed(f"{name} is {got}, not {value}, 10 s after the reload")
+        time.sleep(0.1)
+
+
+def mapping_limits(env: EngineEnv, limit: float) -> str:
+    """Thousands of relations with nvm_max_mappings = 8: checkpoints and scans work, the
+    least recently used mappings are given up (mappings_evicted); with an address-space
+    limit on the checkpointer (no mapping possible at all), a CHECKPOINT still writes
+    everything, with write() (mapping_fallbacks), and the checkpoint LSN moves; a backend
+    that cannot map (nvm_debug_fail_mappings) reads everything with read(). Before the fix,
+    each process kept a mapping of every segment it touched, and a checkpointer that could
+    not map failed every checkpoint ("checkpoint request failed")."""
+    mapped = env.engine != "base"
+    notes: list[str] = []
+    with env.extra_settings({"nvm_max_mappings": str(ML_CAP)}), env.connect() as c:
+        c.execute("SELECT pg_reload_conf()")
+        c.execute("CREATE EXTENSION IF NOT EXISTS pgnvm")
+        c.execute("CREATE EXTENSION IF NOT EXISTS pg_buffercache")
+        c.execute(
+            "CREATE OR REPLACE FUNCTION pgnvm_ml_sum() RETURNS bigint LANGUAGE plpgsql AS $$ "
+            "DECLARE s bigint := 0; v int; BEGIN "
+            f"FOR i IN 1..{ML_TABLES} LOOP "
+            "EXECUTE format('SELECT a FROM pgnvm_ml_%s', i) INTO v; s := s + v; END LOOP; "
+            "RETURN s; END $$"
+        )
+        try:
+            _wait_setting(env, "nvm_max_mappings", str(ML_CAP))
+            # 1. ~1500 segments are written (by backends, the bgwriter, at the latest by
+            #    the checkpoint) through at most 8 mappings per process
+            before = _counters(c)
+            _each_table(c, "CREATE TABLE pgnvm_ml_%1$s (a int)")
+            _each_table(c, "INSERT INTO pgnvm_ml_%1$s VALUES (%1$s)")
+            lsn = _checkpoint_lsn(c)
+            c.execute("CHECKPOINT")
+            after = _counters(c)
+            created = _grew(before, after, "mappings_created")
+            evicted = _grew(before, after, "mappings_evicted")
+            if _checkpoint_lsn(c) == lsn:
+                raise CheckFailed("CHECKPOINT did not move the checkpoint LSN")
+            # each writer (checkpointer, bgwriter, a backend) keeps at most ML_CAP
+            kept = ML_CAP * ML_WRITERS
+            if mapped and (created < ML_TABLES or evicted < created - kept):
+                raise CheckFailed(
+                    f"checkpoint of {ML_TABLES} relations with nvm_max_mappings={ML_CAP}: "
+                    f"{created} mappings made, {evicted} given up (expected >= {ML_TABLES} "
+                    f"and >= {created - kept})"
+                )
+            if not mapped and created + evicted:
+                raise CheckFailed(f"base made {created} mappings")
+            notes.append(f"checkpoint: {created} mappings made, {evicted} given up")
+
+            # 2. a backend reads them all, cold, through at most 8 mappings
+            c.execute("SELECT pg_buffercache_evict_all()")
+            before = after
+            total = _sum_all(c)
+            after = _counters(c)
+            if total != ML_SUM:
+                raise CheckFailed(f"sum over the {ML_TABLES} tables: {total} != {ML_SUM}")
+            notes.append(
+                f"cold scan of all: sum ok, {_grew(before, after, 'mappings_evicted')} given up"
+            )
+
+            # 3. the checkpointer cannot map anything: write() instead
+            ckpt = _checkpointer_pid(c)
+            _prlimit_as(ckpt, str(_vm_size(ckpt) + (256 << 20)))
+            try:
+                _each_table(c, "UPDATE pgnvm_ml_%1$s SET a = a")
+                before = _counters(c)
+                lsn = _checkpoint_lsn(c)
+                c.execute("CHECKPOINT")
+                after = _counters(c)
+            finally:
+                _prlimit_as(ckpt, "unlimited")
+            fallbacks = _grew(before, after, "mapping_fallbacks")
+            if _checkpoint_lsn(c) == lsn:
+                raise CheckFailed("CHECKPOINT under the limit did not move the checkpoint LSN")
+            if mapped and fallbacks < ML_TABLES:
+                raise CheckFailed(
+                    f"CHECKPOINT under an address-space limit: {fallbacks} writes with "
+                    f"write(), expected >= {ML_TABLES}"
+                )
+            notes.append(f"checkpointer without address space: ok, {fallbacks} write()s")
+
+            # 4. a backend that cannot map anything (nvm_debug_fail_mappings): read()
+            with env.connect() as b:
+                c.execute("SELECT pg_buffercache_evict_all()")
+                b.execute("SET nvm_debug_fail_mappings = on")
+                before = _counters(c)
+                total = _sum_all(b)
+                after = _counters(c)
+            fallbacks = _grew(before, after, "mapping_fallbacks")
+            if total != ML_SUM:
+                raise CheckFailed(f"sum under an address-space limit: {total} != {ML_SUM}")
+            if mapped and fallbacks < ML_TABLES:
+                raise CheckFailed(
+                    f"scan under an address-space limit: {fallbacks} reads with read(), "
+                    f"expected >= {ML_TABLES}"
+                )
+            notes.append(f"backend without mappings: sum ok, {fallbacks} read()s")
+        finally:
+            _each_table(c, "DROP TABLE IF EXISTS pgnvm_ml_%1$s")
+            c.execute("DROP FUNCTION IF EXISTS pgnvm_ml_sum()")
     return "; ".join(notes)

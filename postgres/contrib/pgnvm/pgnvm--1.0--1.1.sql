@@ -19,7 +19,10 @@ CREATE FUNCTION pgnvm_stats(
     OUT hints_skipped bigint,
     OUT prefetch_jobs bigint,
     OUT prefetch_bytes bigint,
-    OUT prefetch_dropped bigint)
+    OUT prefetch_dropped bigint,
+    OUT mappings_created bigint,
+    OUT mappings_evicted bigint,
+    OUT mapping_fallbacks bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'pgnvm_stats'
 LANGUAGE C STRICT PARALLEL SAFE;

@@ -33,12 +33,25 @@
 extern PGDLLIMPORT volatile uint8 *NvmBufferFlags;
 
 /*
- * per process: address of each pinned redirected buffer's page in this
- * process's mapping, or NULL.  The array itself is NULL unless
- * nvm_storage_engine = se2, which keeps BufferGetBlock() to one test of a
- * global in the other engines.
+ * per process: the address of each pinned redirected buffer's page in this
+ * process's mapping (its "view"), or NULL; in chunks of NVM_VIEW_CHUNK
+ * buffers, a chunk allocated only while one of its buffers has a view (see
+ * NvmBufferView()).  The table of chunks is NULL unless nvm_storage_engine =
+ * se2, which keeps BufferGetBlock() to one test of a global in the other
+ * engines.
  */
-extern PGDLLIMPORT void **NvmBufferPages;
+#define NVM_VIEW_CHUNK_BITS		10
+#define NVM_VIEW_CHUNK			(1 << NVM_VIEW_CHUNK_BITS)
+extern PGDLLIMPORT void ***NvmBufferPages;
+
+/* this process's view of a shared buffer's page, or NULL (se2 only) */
+static inline void *
+NvmBufferView(Buffer buffer)
+{
+	void	  **chunk = NvmBufferPages[(buffer - 1) >> NVM_VIEW_CHUNK_BITS];
+
+	return chunk ? chunk[(buffer - 1) & (NVM_VIEW_CHUNK - 1)] : NULL;
+}
 
 /* the buffer pool (bufmgr.h), for NvmFollowCopy() */
 extern PGDLLIMPORT char *BufferBlocks;
@@ -60,7 +73,7 @@ NvmFollowCopy(void **ptr, Buffer buffer)
 {
 	if (unlikely(NvmBufferPages != NULL) && buffer > 0)
 	{
-		char	   *view = (char *) NvmBufferPages[buffer - 1];
+		char	   *view = (char *) NvmBufferView(buffer);
 		uintptr_t	off = (uintptr_t) ((char *) *ptr - view);
 
 		if (view != NULL && off < BLCKSZ &&
@@ -84,6 +97,7 @@ extern bool NvmBufferIsRedirected(Buffer buffer);
 extern bool NvmSkipHintInMapping(const void *ptr);
 
 /* completion of a read whose blocks the storage manager left in place */
+extern void NvmPrepareRedirect(const Buffer *buffers, int nbuffers);
 extern char *NvmInPlacePage(PgAioHandle *ioh, uint8 buf_off);
 extern void NvmRedirectDone(Buffer buffer, char *page);
 

@@ -37,11 +37,13 @@ extern void assign_nvm_prefetch_mapping(const char *newval, void *extra);
 
 /*
  * Called by nvm_smgr.c when blocks [segblock, segblock + nblocks) of the
- * segment mapped read-only at segmap are redirected.  ahead: the read was
+ * segment mapped read-only at segmap are redirected; the segment has at
+ * least seglimit blocks (nothing beyond is prefetched).  ahead: the read was
  * started ahead of use (by a read stream), so prefetching can still help.
  */
 extern void NvmPrefetchRedirected(char *segmap, BlockNumber segblock,
-								  BlockNumber nblocks, bool ahead);
+								  BlockNumber nblocks, BlockNumber seglimit,
+								  bool ahead);
 
 /* this process's helper pool, for contrib/pgnvm (NULL if none) */
 struct nvmpf_pool;

@@ -48,16 +48,22 @@ nvm_smgr_handles(ProcNumber backend)
 		backend == INVALID_PROC_NUMBER;
 }
 
-/* this process's mappings of one segment of a main fork */
+/* this process's mappings of one segment of a main fork (nvm_smgr.c) */
+struct NvmMapping;
 typedef struct NvmSegMap
 {
-	char	   *rw;				/* read-write: for copies (se1, write-back) */
-	char	   *ro;				/* read-only: for redirected buffers (se2) */
+	struct NvmMapping *rw;		/* read-write: for copies (se1, write-back) */
+	struct NvmMapping *ro;		/* read-only: for redirected buffers (se2) */
 } NvmSegMap;
+
+/* GUCs: at most this many segment mappings per process; for tests, fail them */
+extern PGDLLIMPORT int nvm_max_mappings;
+extern PGDLLIMPORT bool nvm_debug_fail_mappings;
 
 /*
  * For the buffer manager (nvm_buf.c), which calls us and never the reverse:
- * the read-only mapped address of a block in this process, and the views
+ * the read-only mapped address of a block in this process (NULL if its
+ * segment cannot be mapped), and the views
  * it holds into the mappings (a mapping is never unmapped while a view of it
  * is held: pointers into a redirected page stay valid under the pin).
  */
@@ -68,11 +74,12 @@ extern void nvm_view_release(const char *page);
 
 /*
  * The read-only mapped addresses of blocks [blocknum, blocknum + nblocks)
- * of one segment of a main fork, faulted in; returns how many are readable.
+ * of one segment of a main fork, faulted in; returns how many are readable
+ * (-1: the segment cannot be mapped).
  */
-extern BlockNumber nvm_map_blocks(SMgrRelation reln, ForkNumber forknum,
-								  BlockNumber blocknum, BlockNumber nblocks,
-								  char **pages);
+extern int	nvm_map_blocks(SMgrRelation reln, ForkNumber forknum,
+						   BlockNumber blocknum, BlockNumber nblocks,
+						   char **pages);
 
 /* f_smgr callbacks; those not listed are md.c's own */
 extern void nvm_open(SMgrRelation reln);

@@ -31,7 +31,10 @@
 	X(hints_skipped, "hint bits not set because the tuple was on a redirected page (se2)") \
 	X(prefetch_jobs, "ranges of redirected blocks handed to prefetching (se2)") \
 	X(prefetch_bytes, "bytes of those ranges (se2)") \
-	X(prefetch_dropped, "prefetch jobs dropped because the helper queue was full (se2)")
+	X(prefetch_dropped, "prefetch jobs dropped because the helper queue was full (se2)") \
+	X(mappings_created, "segment mappings made (se1, se2)") \
+	X(mappings_evicted, "segment mappings given up to stay within nvm_max_mappings (se1, se2)") \
+	X(mapping_fallbacks, "reads and writes done with read()/write() because a segment could not be mapped (se1, se2)")
 
 /* one process's counters */
 typedef struct NvmStatsSlot

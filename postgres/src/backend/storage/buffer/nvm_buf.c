@@ -69,7 +69,18 @@
 #include "utils/wait_event.h"
 
 volatile uint8 *NvmBufferFlags = NULL;
-void	  **NvmBufferPages = NULL;
+
+/*
+ * Per process, the views: for each pinned redirected buffer whose page this
+ * process reads in place, the page's address in this process's mapping.
+ * Kept in chunks of NVM_VIEW_CHUNK buffers, a chunk allocated only while
+ * some buffer of it has a view, so that a backend's memory follows what it
+ * redirects, not shared_buffers.  NvmBufferPages (the table of chunks) is
+ * NULL unless nvm_storage_engine = se2.
+ */
+void	 ***NvmBufferPages = NULL;
+static uint16 *NvmViewCount = NULL; /* views per chunk */
+static MemoryContext NvmViewCxt = NULL;
 
 
 /*
@@ -107,11 +118,59 @@ NvmBufShmemInit(void)
 void
 NvmBufInitAccess(void)
 {
+	int			nchunks = (NBuffers + NVM_VIEW_CHUNK - 1) / NVM_VIEW_CHUNK;
+
 	NvmStatsAttach();
 
-	if (nvm_storage_engine == NVM_ENGINE_SE2 && NvmBufferPages == NULL)
-		NvmBufferPages = (void **)
-			MemoryContextAllocZero(TopMemoryContext, NBuffers * sizeof(void *));
+	if (nvm_storage_engine != NVM_ENGINE_SE2 || NvmBufferPages != NULL)
+		return;
+	NvmViewCxt = AllocSetContextCreate(TopMemoryContext, "NvmBufViews",
+									   ALLOCSET_SMALL_SIZES);
+	NvmViewCount = MemoryContextAllocZero(NvmViewCxt, sizeof(uint16) * nchunks);
+	NvmBufferPages = MemoryContextAllocZero(NvmViewCxt, sizeof(void **) * nchunks);
+}
+
+/*
+ * nvm_view_chunk_ready -- make sure the chunk holding buffer's view exists
+ * (allocates: never in a critical section).
+ */
+static void
+nvm_view_chunk_ready(Buffer buffer)
+{
+	int			c = (buffer - 1) >> NVM_VIEW_CHUNK_BITS;
+
+	if (NvmBufferPages[c] == NULL)
+		NvmBufferPages[c] = MemoryContextAllocZero(NvmViewCxt,
+												   sizeof(void *) * NVM_VIEW_CHUNK);
+}
+
+/*
+ * nvm_view_set -- record this process's view of a redirected buffer's page
+ * and declare it to the storage manager.  The chunk must be ready: this
+ * runs in the completion of a read, a critical section.
+ */
+static void
+nvm_view_set(Buffer buffer, char *page)
+{
+	int			c = (buffer - 1) >> NVM_VIEW_CHUNK_BITS;
+
+	Assert(NvmBufferPages[c] != NULL);
+	Assert(NvmBufferPages[c][(buffer - 1) & (NVM_VIEW_CHUNK - 1)] == NULL);
+	NvmBufferPages[c][(buffer - 1) & (NVM_VIEW_CHUNK - 1)] = page;
+	NvmViewCount[c]++;
+	nvm_view_acquire(page);
+}
+
+/*
+ * NvmPrepareRedirect -- the buffer manager is about to read these buffers,
+ * and they may be redirected when the read completes: get their views'
+ * chunks ready now, outside the completion's critical section.
+ */
+void
+NvmPrepareRedirect(const Buffer *buffers, int nbuffers)
+{
+	for (int i = 0; i < nbuffers; i++)
+		nvm_view_chunk_ready(buffers[i]);
 }
 
 /*
@@ -120,7 +179,10 @@ NvmBufInitAccess(void)
  * Called by BufferGetBlock() the first time this process looks at a
  * redirected buffer it has pinned: the address of the page in this
  * process's read-only mapping of the segment, remembered until the last pin
- * goes.  The buffer's tag cannot change while we hold the pin.
+ * goes.  The buffer's tag cannot change while we hold the pin.  If this
+ * process cannot map the segment (nvm_max_mappings, address space), the
+ * page is copied into its slot instead, from the file, as before a change,
+ * and the slot is returned.
  */
 void *
 NvmBufferGetBlockSlow(Buffer buffer)
@@ -130,12 +192,17 @@ NvmBufferGetBlockSlow(Buffer buffer)
 	char	   *page;
 
 	Assert(NvmBufferPages != NULL);
-	Assert(NvmBufferPages[buffer - 1] == NULL);
+	Assert(NvmBufferView(buffer) == NULL);
 
 	page = nvm_mapped_block(BufTagGetRelFileLocator(&tag),
 							BufTagGetForkNum(&tag), tag.blockNum);
-	NvmBufferPages[buffer - 1] = page;
-	nvm_view_acquire(page);
+	if (page == NULL)
+	{
+		NvmBufferCow(buffer);
+		return BufferBlocks + (Size) (buffer - 1) * BLCKSZ;
+	}
+	nvm_view_chunk_ready(buffer);
+	nvm_view_set(buffer, page);
 	return page;
 }
 
@@ -147,10 +214,16 @@ NvmBufferGetBlockSlow(Buffer buffer)
 void
 NvmBufferForgetView(Buffer buffer)
 {
-	char	   *page = NvmBufferPages[buffer - 1];
+	int			c = (buffer - 1) >> NVM_VIEW_CHUNK_BITS;
+	char	   *page = NvmBufferView(buffer);
 
 	Assert(page != NULL);
-	NvmBufferPages[buffer - 1] = NULL;
+	NvmBufferPages[c][(buffer - 1) & (NVM_VIEW_CHUNK - 1)] = NULL;
+	if (--NvmViewCount[c] == 0)
+	{
+		pfree(NvmBufferPages[c]);
+		NvmBufferPages[c] = NULL;
+	}
 	nvm_view_release(page);
 }
 
@@ -213,24 +286,47 @@ NvmBufferCow(Buffer buffer)
 	BufferDesc *buf = GetBufferDescriptor(buffer - 1);
 	ConditionVariable *cv = BufferDescriptorGetIOCV(buf);
 	bool		slept = false;
+	PGIOAlignedBlock from_file;
+	char	   *src = NULL;
 
 	Assert(NvmBufferPages != NULL);
 
 	/*
-	 * The source, in this process's mapping, while the buffer is (still)
-	 * redirected: a pinned valid buffer never becomes redirected again, so
-	 * if it is not redirected now, there is nothing to copy.
+	 * The source, while the buffer is (still) redirected: a pinned valid
+	 * buffer never becomes redirected again, so if it is not redirected now,
+	 * there is nothing to copy.  It is the page in this process's mapping;
+	 * if the segment cannot be mapped here, a copy of it read from the file
+	 * (the page is clean: the file holds exactly what the buffer shows).
 	 */
-	if ((NvmBufferFlags[buffer - 1] & NVM_BUF_REDIRECTED) &&
-		NvmBufferPages[buffer - 1] == NULL)
-		(void) NvmBufferGetBlockSlow(buffer);
+	if (NvmBufferFlags[buffer - 1] & NVM_BUF_REDIRECTED)
+	{
+		src = NvmBufferView(buffer);
+		if (src == NULL)
+		{
+			BufferTag	tag = buf->tag;
+
+			src = nvm_mapped_block(BufTagGetRelFileLocator(&tag),
+								   BufTagGetForkNum(&tag), tag.blockNum);
+			if (src != NULL)
+			{
+				nvm_view_chunk_ready(buffer);
+				nvm_view_set(buffer, src);
+			}
+			else
+			{
+				smgrread(smgropen(BufTagGetRelFileLocator(&tag),
+								  INVALID_PROC_NUMBER),
+						 BufTagGetForkNum(&tag), tag.blockNum, from_file.data);
+				src = from_file.data;
+			}
+		}
+	}
 	nvm_fault_init();
 
 	for (;;)
 	{
 		uint32		buf_state = LockBufHdr(buf);
 		uint8		flags = NvmBufferFlags[buffer - 1];
-		char	   *src;
 		void	   *dst;
 		bool		ok;
 
@@ -246,7 +342,6 @@ NvmBufferCow(Buffer buffer)
 			slept = true;
 			continue;
 		}
-		src = NvmBufferPages[buffer - 1];
 		Assert(src != NULL);
 		NvmBufferFlags[buffer - 1] = flags | NVM_BUF_COW_RUNNING;
 		UnlockBufHdr(buf, buf_state);
@@ -326,10 +421,19 @@ void
 NvmRedirectDone(Buffer buffer, char *page)
 {
 	Assert(NvmBufferPages != NULL);
-	Assert(NvmBufferPages[buffer - 1] == NULL);
 
+	if (unlikely(NvmBufferPages[(buffer - 1) >> NVM_VIEW_CHUNK_BITS] == NULL))
+	{
+		/*
+		 * Not prepared (NvmPrepareRedirect()), and a view cannot be recorded
+		 * without allocating, which a critical section forbids: keep a copy
+		 * of the page (just verified, so faulted in) instead.
+		 */
+		memcpy(BufferBlocks + (Size) (buffer - 1) * BLCKSZ, page, BLCKSZ);
+		MyNvmStats->mapped_reads++;
+		return;
+	}
 	NvmBufferFlags[buffer - 1] = NVM_BUF_REDIRECTED;
-	NvmBufferPages[buffer - 1] = page;
-	nvm_view_acquire(page);
+	nvm_view_set(buffer, page);
 	MyNvmStats->redirects++;
 }

@@ -342,11 +342,13 @@ nvm_prefetch_inline(char *map, BlockNumber start, BlockNumber end)
 /*
  * NvmPrefetchRedirected -- blocks [segblock, segblock + nblocks) of the
  * segment mapped read-only at segmap were just redirected (see the file
- * header comment for what is prefetched when).
+ * header comment for what is prefetched when).  The segment has at least
+ * seglimit blocks: nothing beyond is handed out (a helper's madvise() there
+ * would fail: the file ends).
  */
 void
 NvmPrefetchRedirected(char *segmap, BlockNumber segblock, BlockNumber nblocks,
-					  bool ahead)
+					  BlockNumber seglimit, bool ahead)
 {
 	BlockNumber start;
 	BlockNumber end;
@@ -376,7 +378,7 @@ NvmPrefetchRedirected(char *segmap, BlockNumber segblock, BlockNumber nblocks,
 	end = segblock + nblocks;
 	if (sequential)
 		end = Min(end + (BlockNumber) nvm_prefetch_distance,
-				  (BlockNumber) RELSEG_SIZE);
+				  Max(seglimit, segblock + nblocks));
 
 	/* moving forward inside what was handed out already: only the rest */
 	if (segmap == LastMap && LastReadEnd != InvalidBlockNumber &&
@@ -399,7 +401,7 @@ NvmPrefetchRedirected(char *segmap, BlockNumber segblock, BlockNumber nblocks,
 	 * call: ahead of a sequential scan, wait until a few blocks add up.
 	 */
 	if (sequential && end - start < NVM_PREFETCH_MIN_JOB_BLOCKS &&
-		end < (BlockNumber) RELSEG_SIZE)
+		end < seglimit)
 		return;
 	nvm_prefetch_enqueue(pool, segmap, start, end);
 	PrefetchedEnd = end;

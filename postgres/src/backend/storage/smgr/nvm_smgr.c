@@ -71,6 +71,7 @@
 #include "postgres.h"
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "common/relpath.h"
 #include "miscadmin.h"
@@ -90,6 +91,12 @@
 /* GUC: the storage engine, fixed at server start */
 int			nvm_storage_engine = NVM_ENGINE_BASE;
 
+/* GUC: at most this many segment mappings per process (nvm_max_mappings) */
+int			nvm_max_mappings = 256;
+
+/* GUC, for tests: act as if every new mapping failed */
+bool		nvm_debug_fail_mappings = false;
+
 const struct config_enum_entry nvm_storage_engine_options[] = {
 	{"base", NVM_ENGINE_BASE, false},
 	{"se1", NVM_ENGINE_SE1, false},
@@ -100,35 +107,197 @@ const struct config_enum_entry nvm_storage_engine_options[] = {
 /* bytes spanned by the mapping of one segment */
 #define NVM_SEGMENT_BYTES	((size_t) RELSEG_SIZE * BLCKSZ)
 
-/* memory for the per-relation arrays of mapping addresses */
-static MemoryContext NvmCxt = NULL;
-
 /*
- * Views: pinned redirected buffers of this process whose pages it reads
- * through a read-only mapping (counted by the buffer manager, see
- * nvm_view_acquire()).  While there are any, read-only mappings closed
- * meanwhile are retired instead of unmapped.
+ * One mapping of one segment in this process.
+ *
+ * A mapping is *owned* by the SMgrRelation that made it (reln->nvm_maps)
+ * and sits in NvmLru, most recently used first.  When its owner lets go of
+ * it (relation closed or truncated, or the mapping evicted to respect
+ * nvm_max_mappings) it is unmapped at once, unless the buffer manager holds
+ * views of it (pinned redirected buffers of this process whose pages it
+ * reads through it, see nvm_view_acquire()): then it is *retired* (owner
+ * NULL, in NvmRetired) and unmapped when its last view goes.  Letting go
+ * never allocates, so it is safe in critical sections (RelationTruncate()).
  */
-static int	nvm_live_views = 0;
+typedef struct NvmMapping
+{
+	dlist_node	node;			/* in NvmLru (owned) or NvmRetired */
+	SMgrRelation reln;			/* owner, NULL once retired */
+	BlockNumber segno;
+	bool		readonly;		/* PROT_READ, for redirected buffers (se2) */
+	char	   *addr;
+	int			views;			/* views the buffer manager holds */
+	BlockNumber known_blocks;	/* the segment has at least this many */
+} NvmMapping;
 
-static void nvm_release_retired_mappings(void);
+static MemoryContext NvmCxt = NULL;
+static dlist_head NvmLru = DLIST_STATIC_INIT(NvmLru);
+static dlist_head NvmRetired = DLIST_STATIC_INIT(NvmRetired);
+static int	NvmNumMappings = 0;	/* owned and retired */
+
+/* the read-only mappings (owned and retired) by address, for the views */
+static NvmMapping **NvmByAddr = NULL;
+static int	NvmByAddrLen = 0;
+static int	NvmByAddrCap = 0;
+
+/* a failed mmap() is logged once per process */
+static bool NvmFallbackLogged = false;
+
 
 /*
- * nvm_map_segment -- map the segment holding blocknum into this process.
+ * nvm_byaddr_find -- the read-only mapping that contains page, or NULL.
+ */
+static NvmMapping *
+nvm_byaddr_find(const char *page)
+{
+	int			lo = 0,
+				hi = NvmByAddrLen - 1;
+
+	while (lo <= hi)
+	{
+		int			mid = (lo + hi) / 2;
+		NvmMapping *m = NvmByAddr[mid];
+
+		if (page < m->addr)
+			hi = mid - 1;
+		else if (page >= m->addr + NVM_SEGMENT_BYTES)
+			lo = mid + 1;
+		else
+			return m;
+	}
+	return NULL;
+}
+
+/*
+ * nvm_byaddr_reserve -- room for one more entry (before mapping: may ERROR).
+ */
+static void
+nvm_byaddr_reserve(void)
+{
+	if (NvmByAddrLen < NvmByAddrCap)
+		return;
+	NvmByAddrCap = Max(16, NvmByAddrCap * 2);
+	if (NvmByAddr == NULL)
+		NvmByAddr = MemoryContextAlloc(NvmCxt, sizeof(NvmMapping *) * NvmByAddrCap);
+	else
+		NvmByAddr = repalloc(NvmByAddr, sizeof(NvmMapping *) * NvmByAddrCap);
+}
+
+static void
+nvm_byaddr_insert(NvmMapping *m)
+{
+	int			i = NvmByAddrLen;
+
+	Assert(NvmByAddrLen < NvmByAddrCap);
+	while (i > 0 && NvmByAddr[i - 1]->addr > m->addr)
+	{
+		NvmByAddr[i] = NvmByAddr[i - 1];
+		i--;
+	}
+	NvmByAddr[i] = m;
+	NvmByAddrLen++;
+}
+
+static void
+nvm_byaddr_remove(NvmMapping *m)
+{
+	for (int i = 0; i < NvmByAddrLen; i++)
+	{
+		if (NvmByAddr[i] == m)
+		{
+			memmove(&NvmByAddr[i], &NvmByAddr[i + 1],
+					sizeof(NvmMapping *) * (NvmByAddrLen - i - 1));
+			NvmByAddrLen--;
+			return;
+		}
+	}
+	Assert(false);
+}
+
+/*
+ * nvm_unmap_mapping -- unmap and forget a mapping nobody uses any more.
+ * Runs during error cleanup and in critical sections too: never throws.
+ */
+static void
+nvm_unmap_mapping(NvmMapping *m)
+{
+	Assert(m->views == 0);
+	if (munmap(m->addr, NVM_SEGMENT_BYTES) != 0)
+		elog(WARNING, "could not unmap relation segment: %m");
+	if (m->readonly)
+		nvm_byaddr_remove(m);
+	dlist_delete(&m->node);
+	NvmNumMappings--;
+	pfree(m);
+}
+
+/*
+ * nvm_let_go -- the owner of a mapping no longer uses it (the caller clears
+ * its reference): unmap it, or retire it while views of it remain.
+ */
+static void
+nvm_let_go(NvmMapping *m)
+{
+	if (m == NULL)
+		return;
+	m->reln = NULL;
+	if (m->views > 0)
+	{
+		dlist_delete(&m->node);
+		dlist_push_head(&NvmRetired, &m->node);
+	}
+	else
+		nvm_unmap_mapping(m);
+}
+
+/*
+ * nvm_evict -- let go of the least recently used mappings that no view
+ * holds, until at most "target" mappings remain (or none can go).
+ */
+static void
+nvm_evict(int target)
+{
+	dlist_node *cur = dlist_is_empty(&NvmLru) ? NULL : dlist_tail_node(&NvmLru);
+
+	while (cur != NULL && NvmNumMappings > target)
+	{
+		NvmMapping *m = dlist_container(NvmMapping, node, cur);
+
+		cur = dlist_has_prev(&NvmLru, cur) ? dlist_prev_node(&NvmLru, cur) : NULL;
+		if (m->views > 0)
+			continue;
+		if (m->readonly)
+			m->reln->nvm_maps[m->segno].ro = NULL;
+		else
+			m->reln->nvm_maps[m->segno].rw = NULL;
+		nvm_let_go(m);
+		MyNvmStats->mappings_evicted++;
+	}
+}
+
+/*
+ * nvm_map_segment -- map the segment segno of reln's main fork into this
+ * process, read-write for copies or read-only for redirected buffers, and
+ * remember it in reln.  NULL if the segment cannot be mapped (the caller
+ * then uses md.c's read()/write() instead).
  *
  * md.c opens the segment, with the same rules as for a read or a write
  * (including creation of missing segments during recovery); we map the
- * whole RELSEG_SIZE span of it, read-write for copies or read-only for
- * redirected buffers, and remember the address in reln.
+ * whole RELSEG_SIZE span of it.  At most nvm_max_mappings mappings are
+ * kept: the least recently used ones without views go first.  If mmap()
+ * fails (no address space left, vm.max_map_count reached, a file system
+ * that cannot map), every mapping that can go goes and it is tried once
+ * more; then it is given up, logged once per process, and counted.
  */
-static pg_noinline char *
-nvm_map_segment(SMgrRelation reln, BlockNumber blocknum, bool skipFsync,
+static pg_noinline NvmMapping *
+nvm_map_segment(SMgrRelation reln, BlockNumber segno, bool skipFsync,
 				bool readonly)
 {
-	BlockNumber segno = blocknum / ((BlockNumber) RELSEG_SIZE);
 	const char *path;
 	int			fd;
+	struct stat st;
 	void	   *addr;
+	NvmMapping *m;
 
 	nvm_fault_init();
 
@@ -136,7 +305,7 @@ nvm_map_segment(SMgrRelation reln, BlockNumber blocknum, bool skipFsync,
 		NvmCxt = AllocSetContextCreate(TopMemoryContext, "NvmSmgr",
 									   ALLOCSET_SMALL_SIZES);
 
-	/* make room in the array of mappings */
+	/* everything that allocates, first: letting go must not */
 	if (segno >= (BlockNumber) reln->nvm_num_maps)
 	{
 		int			newsize = Max(segno + 1, 4);
@@ -152,47 +321,104 @@ nvm_map_segment(SMgrRelation reln, BlockNumber blocknum, bool skipFsync,
 		}
 		reln->nvm_num_maps = newsize;
 	}
+	if (readonly)
+		nvm_byaddr_reserve();
+	m = MemoryContextAllocZero(NvmCxt, sizeof(NvmMapping));
 
-	fd = mdsegfd(reln, MAIN_FORKNUM, blocknum, skipFsync, &path);
+	if (NvmNumMappings >= nvm_max_mappings)
+		nvm_evict(nvm_max_mappings - 1);
 
-	addr = mmap(NULL, NVM_SEGMENT_BYTES,
-				readonly ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED,
-				fd, 0);
+	fd = mdsegfd(reln, MAIN_FORKNUM, segno * ((BlockNumber) RELSEG_SIZE),
+				 skipFsync, &path);
+	if (fstat(fd, &st) == 0)
+		m->known_blocks = (BlockNumber) Min(st.st_size / BLCKSZ, RELSEG_SIZE);
+	if (unlikely(nvm_debug_fail_mappings))
+	{
+		addr = MAP_FAILED;
+		errno = ENOMEM;
+	}
+	else
+		addr = mmap(NULL, NVM_SEGMENT_BYTES,
+					readonly ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED,
+					fd, 0);
+	if (addr == MAP_FAILED && NvmNumMappings > 0 && !nvm_debug_fail_mappings)
+	{
+		nvm_evict(0);
+		addr = mmap(NULL, NVM_SEGMENT_BYTES,
+					readonly ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED,
+					fd, 0);
+	}
 	if (addr == MAP_FAILED)
 	{
-		bool		nomem = (errno == ENOMEM);
+		int			save_errno = errno;
 
-		ereport(ERROR,
-				(errcode(nomem ? ERRCODE_OUT_OF_MEMORY : ERRCODE_IO_ERROR),
-				 errmsg("could not map file \"%s\": %m", path),
-				 nomem ? errhint("Each process maps every relation segment it reads; "
-								 "raise vm.max_map_count or use nvm_storage_engine = base.") : 0));
+		pfree(m);
+		MyNvmStats->mapping_fallbacks++;
+		if (!NvmFallbackLogged)
+		{
+			NvmFallbackLogged = true;
+			errno = save_errno;
+			ereport(LOG,
+					(errmsg("could not map file \"%s\": %m", path),
+					 errdetail("This process reads and writes relation files it cannot map with read() and write(); it says so only once."),
+					 errhint("Each process maps the relation segments it uses, at most nvm_max_mappings of them; check vm.max_map_count and the address-space limit (ulimit -v).")));
+		}
+		return NULL;
 	}
 
+	m->reln = reln;
+	m->segno = segno;
+	m->readonly = readonly;
+	m->addr = (char *) addr;
+	dlist_push_head(&NvmLru, &m->node);
+	NvmNumMappings++;
 	if (readonly)
-		reln->nvm_maps[segno].ro = (char *) addr;
+	{
+		nvm_byaddr_insert(m);
+		reln->nvm_maps[segno].ro = m;
+	}
 	else
-		reln->nvm_maps[segno].rw = (char *) addr;
-	return (char *) addr;
+		reln->nvm_maps[segno].rw = m;
+	MyNvmStats->mappings_created++;
+	return m;
+}
+
+/*
+ * nvm_segment -- this process's mapping of segment segno, read-only or
+ * read-write, mapping it if needed; marked most recently used.  NULL if it
+ * cannot be mapped.
+ */
+static inline NvmMapping *
+nvm_segment(SMgrRelation reln, BlockNumber segno, bool skipFsync,
+			bool readonly)
+{
+	NvmMapping *m = NULL;
+
+	if (segno < (BlockNumber) reln->nvm_num_maps)
+		m = readonly ? reln->nvm_maps[segno].ro : reln->nvm_maps[segno].rw;
+	if (m == NULL)
+		return nvm_map_segment(reln, segno, skipFsync, readonly);
+	if (dlist_head_node(&NvmLru) != &m->node)
+	{
+		dlist_delete(&m->node);
+		dlist_push_head(&NvmLru, &m->node);
+	}
+	return m;
 }
 
 /*
  * nvm_block_address -- address of blocknum in this process's read-write
- * mapping of its segment, mapping the segment if needed.
+ * mapping of its segment (NULL if it cannot be mapped).
  */
 static inline char *
 nvm_block_address(SMgrRelation reln, BlockNumber blocknum, bool skipFsync)
 {
-	BlockNumber segno = blocknum / ((BlockNumber) RELSEG_SIZE);
-	char	   *map;
+	NvmMapping *m = nvm_segment(reln, blocknum / ((BlockNumber) RELSEG_SIZE),
+								skipFsync, false);
 
-	if (segno < (BlockNumber) reln->nvm_num_maps &&
-		reln->nvm_maps[segno].rw != NULL)
-		map = reln->nvm_maps[segno].rw;
-	else
-		map = nvm_map_segment(reln, blocknum, skipFsync, false);
-
-	return map + (size_t) BLCKSZ * (blocknum % ((BlockNumber) RELSEG_SIZE));
+	if (m == NULL)
+		return NULL;
+	return m->addr + (size_t) BLCKSZ * (blocknum % ((BlockNumber) RELSEG_SIZE));
 }
 
 /*
@@ -203,22 +429,19 @@ nvm_block_address(SMgrRelation reln, BlockNumber blocknum, bool skipFsync)
 static inline char *
 nvm_ro_block_address(SMgrRelation reln, BlockNumber blocknum)
 {
-	BlockNumber segno = blocknum / ((BlockNumber) RELSEG_SIZE);
-	char	   *map;
+	NvmMapping *m = nvm_segment(reln, blocknum / ((BlockNumber) RELSEG_SIZE),
+								false, true);
 
-	if (segno < (BlockNumber) reln->nvm_num_maps &&
-		reln->nvm_maps[segno].ro != NULL)
-		map = reln->nvm_maps[segno].ro;
-	else
-		map = nvm_map_segment(reln, blocknum, false, true);
-
-	return map + (size_t) BLCKSZ * (blocknum % ((BlockNumber) RELSEG_SIZE));
+	if (m == NULL)
+		return NULL;
+	return m->addr + (size_t) BLCKSZ * (blocknum % ((BlockNumber) RELSEG_SIZE));
 }
 
 /*
  * nvm_mapped_block -- for the buffer manager: this process's read-only
  * mapped address of a block of a permanent relation's main fork (to read a
- * redirected buffer's page in place).
+ * redirected buffer's page in place), or NULL if its segment cannot be
+ * mapped.
  */
 char *
 nvm_mapped_block(RelFileLocator rlocator, ForkNumber forknum,
@@ -236,9 +459,10 @@ nvm_mapped_block(RelFileLocator rlocator, ForkNumber forknum,
  * blocknum + nblocks) of a main fork, which must lie in one segment, in
  * pages[]; the blocks are faulted in, under the SIGBUS guard.  Returns how
  * many of them are readable: fewer than nblocks if the file ends early (the
- * caller treats the rest as a short read).
+ * caller treats the rest as a short read), -1 if the segment cannot be
+ * mapped.
  */
-BlockNumber
+int
 nvm_map_blocks(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 			   BlockNumber nblocks, char **pages)
 {
@@ -249,93 +473,54 @@ nvm_map_blocks(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 	Assert(blocknum % ((BlockNumber) RELSEG_SIZE) + nblocks <= RELSEG_SIZE);
 
 	src = nvm_ro_block_address(reln, blocknum);
+	if (src == NULL)
+		return -1;
 	pgstat_report_wait_start(WAIT_EVENT_DATA_FILE_READ);
 	done = nvm_touch_mapping(src, nblocks);
 	pgstat_report_wait_end();
 
 	for (BlockNumber i = 0; i < done; i++)
 		pages[i] = src + (size_t) i * BLCKSZ;
-	return done;
+	return (int) done;
 }
 
 /*
  * nvm_view_acquire/nvm_view_release -- the buffer manager starts or stops
  * reading the page at this address (in a read-only mapping of this
- * process) through a pinned redirected buffer.  Called in critical sections
- * too (the completion of a read): must not fail.
+ * process) through a pinned redirected buffer.  While a mapping has views,
+ * it is not unmapped.  Called in critical sections too (the completion of
+ * a read): must not fail or allocate.
  */
 void
 nvm_view_acquire(const char *page)
 {
-	nvm_live_views++;
+	NvmMapping *m = nvm_byaddr_find(page);
+
+	Assert(m != NULL);
+	m->views++;
 }
 
 void
 nvm_view_release(const char *page)
 {
-	Assert(nvm_live_views > 0);
-	if (--nvm_live_views == 0)
-		nvm_release_retired_mappings();
+	NvmMapping *m = nvm_byaddr_find(page);
+
+	Assert(m != NULL && m->views > 0);
+	if (--m->views == 0 && m->reln == NULL)
+		nvm_unmap_mapping(m);
 }
 
 /*
- * Read-only mappings that were closed while this process still had pinned
- * redirected buffers pointing into them.  Their pages may still be read
- * through pointers obtained under those pins, so they are unmapped only
- * when the last such pin is gone (nvm_view_release()).  This happens when a relation is closed for a reason that
- * does not conflict with our pins, e.g. the SMGRRELEASE barrier of DROP
- * DATABASE, which makes every process close every relation.
- */
-static List *nvm_retired_maps = NIL;
-
-static void
-nvm_release_retired_mappings(void)
-{
-	ListCell   *lc;
-
-	if (nvm_retired_maps == NIL)
-		return;
-	foreach(lc, nvm_retired_maps)
-	{
-		if (munmap(lfirst(lc), NVM_SEGMENT_BYTES) != 0)
-			elog(WARNING, "could not unmap retired relation segment: %m");
-	}
-	list_free(nvm_retired_maps);
-	nvm_retired_maps = NIL;
-}
-
-/*
- * nvm_unmap -- remove one mapping, or retire it if pinned redirected
- * buffers of this process may still point into it.
+ * nvm_let_go_from -- let go of this process's mappings of segments >= first
+ * (retiring those that views still hold).
  */
 static void
-nvm_unmap(char *addr, bool readonly)
-{
-	if (addr == NULL)
-		return;
-	if (readonly && nvm_live_views > 0)
-	{
-		MemoryContext oldcxt = MemoryContextSwitchTo(NvmCxt);
-
-		nvm_retired_maps = lappend(nvm_retired_maps, addr);
-		MemoryContextSwitchTo(oldcxt);
-		return;
-	}
-	/* runs during error cleanup too: never throw an ERROR from here */
-	if (munmap(addr, NVM_SEGMENT_BYTES) != 0)
-		elog(WARNING, "could not unmap relation segment: %m");
-}
-
-/*
- * nvm_unmap_from -- remove this process's mappings of segments >= first.
- */
-static void
-nvm_unmap_from(SMgrRelation reln, int first)
+nvm_let_go_from(SMgrRelation reln, int first)
 {
 	for (int segno = first; segno < reln->nvm_num_maps; segno++)
 	{
-		nvm_unmap(reln->nvm_maps[segno].rw, false);
-		nvm_unmap(reln->nvm_maps[segno].ro, true);
+		nvm_let_go(reln->nvm_maps[segno].rw);
+		nvm_let_go(reln->nvm_maps[segno].ro);
 		reln->nvm_maps[segno].rw = NULL;
 		reln->nvm_maps[segno].ro = NULL;
 	}
@@ -371,7 +556,7 @@ void
 nvm_close(SMgrRelation reln, ForkNumber forknum)
 {
 	if (forknum == MAIN_FORKNUM)
-		nvm_unmap_from(reln, 0);
+		nvm_let_go_from(reln, 0);
 	mdclose(reln, forknum);
 }
 
@@ -399,10 +584,18 @@ nvm_readv(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 								RELSEG_SIZE - blocknum % ((BlockNumber) RELSEG_SIZE));
 		char	   *src = nvm_block_address(reln, blocknum, false);
 
-		pgstat_report_wait_start(WAIT_EVENT_DATA_FILE_READ);
-		done = nvm_copy_from_mapping(buffers, src, nthis);
-		pgstat_report_wait_end();
-		MyNvmStats->mapped_reads += done;
+		if (src == NULL)
+		{
+			/* cannot be mapped: read() it */
+			done = 0;
+		}
+		else
+		{
+			pgstat_report_wait_start(WAIT_EVENT_DATA_FILE_READ);
+			done = nvm_copy_from_mapping(buffers, src, nthis);
+			pgstat_report_wait_end();
+			MyNvmStats->mapped_reads += done;
+		}
 
 		if (done < nthis)
 		{
@@ -441,6 +634,9 @@ nvm_startreadv(PgAioHandle *ioh,
 {
 	struct iovec *iov;
 	int			iovcnt PG_USED_FOR_ASSERTS_ONLY;
+	char	   *pages[PG_IOV_MAX];
+	char	   *src;
+	int			ndone;
 	BlockNumber done;
 	BlockNumber segblock = blocknum % ((BlockNumber) RELSEG_SIZE);
 
@@ -457,12 +653,13 @@ nvm_startreadv(PgAioHandle *ioh,
 	Assert(nblocks <= iovcnt);
 
 	if ((ioh->flags & PGAIO_HF_IN_PLACE_OK) &&
-		nvm_storage_engine == NVM_ENGINE_SE2)
+		nvm_storage_engine == NVM_ENGINE_SE2 &&
+		(ndone = nvm_map_blocks(reln, forknum, blocknum, nblocks, pages)) >= 0)
 	{
-		char	   *pages[PG_IOV_MAX];
+		NvmMapping *m = reln->nvm_maps[blocknum / ((BlockNumber) RELSEG_SIZE)].ro;
 
-		Assert(nblocks <= PG_IOV_MAX);
-		done = nvm_map_blocks(reln, forknum, blocknum, nblocks, pages);
+		done = (BlockNumber) ndone;
+		m->known_blocks = Max(m->known_blocks, segblock + done);
 
 		/*
 		 * Prefetch (nvm_prefetch.c; also with nvm_prefetch = off, which stops
@@ -470,9 +667,7 @@ nvm_startreadv(PgAioHandle *ioh,
 		 * at once (ReadBuffer()) is flagged synchronous; a read stream's
 		 * reads are started ahead of use.
 		 */
-		NvmPrefetchRedirected(nvm_ro_block_address(reln, blocknum) -
-							  (size_t) BLCKSZ * segblock,
-							  segblock, done,
+		NvmPrefetchRedirected(m->addr, segblock, done, m->known_blocks,
 							  (ioh->flags & PGAIO_HF_SYNCHRONOUS) == 0);
 
 		/* the blocks stay where they are; those past the end: nowhere */
@@ -483,10 +678,8 @@ nvm_startreadv(PgAioHandle *ioh,
 		}
 		pgaio_io_set_flag(ioh, PGAIO_HF_IN_PLACE);
 	}
-	else
+	else if ((src = nvm_block_address(reln, blocknum, false)) != NULL)
 	{
-		char	   *src = nvm_block_address(reln, blocknum, false);
-
 		pgstat_report_wait_start(WAIT_EVENT_DATA_FILE_READ);
 		done = nvm_copy_from_mapping(buffers, src, nblocks);
 		pgstat_report_wait_end();
@@ -498,6 +691,12 @@ nvm_startreadv(PgAioHandle *ioh,
 			iov[i].iov_base = buffers[i];
 			iov[i].iov_len = BLCKSZ;
 		}
+	}
+	else
+	{
+		/* the segment cannot be mapped: a real read, by md.c */
+		mdstartreadv(ioh, reln, forknum, blocknum, buffers, nblocks);
+		return;
 	}
 
 	pgaio_io_set_target_smgr(ioh, reln, forknum, blocknum, nblocks, false);
@@ -541,10 +740,18 @@ nvm_writev(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 
 		dst = nvm_block_address(reln, blocknum, skipFsync);
 
-		pgstat_report_wait_start(WAIT_EVENT_DATA_FILE_WRITE);
-		done = nvm_copy_to_mapping(dst, buffers, nthis);
-		pgstat_report_wait_end();
-		MyNvmStats->mapped_writes += done;
+		if (dst == NULL)
+		{
+			/* cannot be mapped: write() it (which also registers the fsync) */
+			done = 0;
+		}
+		else
+		{
+			pgstat_report_wait_start(WAIT_EVENT_DATA_FILE_WRITE);
+			done = nvm_copy_to_mapping(dst, buffers, nthis);
+			pgstat_report_wait_end();
+			MyNvmStats->mapped_writes += done;
+		}
 
 		if (done < nthis)
 			mdwritev(reln, forknum, blocknum + done, buffers + done,
@@ -572,5 +779,5 @@ nvm_truncate(SMgrRelation reln, ForkNumber forknum,
 	mdtruncate(reln, forknum, curnblk, nblocks);
 
 	if (forknum == MAIN_FORKNUM && reln->nvm_maps != NULL)
-		nvm_unmap_from(reln, nblocks / ((BlockNumber) RELSEG_SIZE) + 1);
+		nvm_let_go_from(reln, nblocks / ((BlockNumber) RELSEG_SIZE) + 1);
 }
