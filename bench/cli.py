@@ -1,6 +1,6 @@
 """Command line of ``./pgnvm`` (``python -m bench``).
 
-Subcommands: ``build`` (bench/build.py), ``cluster`` (bench/cluster_cli.py), ``bootstrap``,
+Subcommands: ``build`` (bench/build_cli.py), ``cluster`` (bench/cluster_cli.py), ``bootstrap``,
 and ``test`` when the test harness is present.
 
 Plug-in hook: each module of ``PLUGINS`` (e.g. ``bench.testsuite.cli``) that exists is
@@ -9,7 +9,7 @@ imported and its ``register(subparsers)`` called; it adds its subcommand with
 registers ``test`` that way. Plugins are not imported for the core commands (``CORE_COMMANDS``).
 
 Ctrl-C / SIGTERM during any command stops the servers that command started (see
-``bench.cluster.stop_started``) and exits with 130 / 143.
+``bench.core.cluster.stop_started``) and exits with 130 / 143.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import subprocess
 import sys
 from types import FrameType
 
-from bench import build, cluster, cluster_cli, osuser, paths, ui
+from bench import build_cli, cluster_cli
+from bench.core import build, cluster, osuser, paths, ui
 
 PLUGINS: tuple[str, ...] = ("bench.testsuite.cli", "bench.tpch.cli", "bench.micro.cli")
 
@@ -74,7 +75,7 @@ def build_parser(load_plugins: bool = True) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p = sub.add_parser("bootstrap", help="set up venv, apt packages, server user (idempotent)")
     p.set_defaults(func=cmd_bootstrap)
-    build.register(sub)
+    build_cli.register(sub)
     cluster_cli.register(sub)
     broken: Exception | None = None
     for modname in PLUGINS if load_plugins else ():

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench import cli, cluster_cli
-from bench.cluster import Cluster, ClusterError, ClusterSpec
+from bench.core.cluster import Cluster, ClusterError, ClusterSpec
 
 
 @pytest.mark.parametrize(

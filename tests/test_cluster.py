@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import cluster as cl
-from bench import osuser
-from bench.cluster import Cluster, ClusterError, ClusterSpec
+from bench.core import cluster as cl
+from bench.core import osuser
+from bench.core.cluster import Cluster, ClusterError, ClusterSpec
 
 # ----------------------------------------------------------------- spec
 

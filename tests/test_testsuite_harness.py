@@ -143,7 +143,7 @@ def test_interrupt_is_recorded_and_propagated() -> None:
 
 
 def test_pick_port_avoids_other_clusters_and_busy_ports(monkeypatch: pytest.MonkeyPatch) -> None:
-    from bench import cluster as clu
+    from bench.core import cluster as clu
     from bench.testsuite import context
 
     others = [

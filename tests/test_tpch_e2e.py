@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import cluster, osuser, paths
+from bench.core import cluster, osuser, paths
 from bench.tpch import configs, runner
 
 PORT = 5530

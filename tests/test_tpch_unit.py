@@ -715,7 +715,7 @@ def test_checksums_cluster_names() -> None:
 
 
 def test_checksums_cluster_spec() -> None:
-    from bench import cluster as cl
+    from bench.core import cluster as cl
 
     spec = cl.ClusterSpec(name="x")
     assert spec.data_checksums and cl.checksums_flag(spec) == "--data-checksums"

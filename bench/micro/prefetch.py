@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench import paths, ui
+from bench.core import paths, ui
 
 BENCH = paths.REPO_ROOT / "prefetch" / "bench" / "nvmprefetch-bench"
 MOUNTS = {

@@ -29,8 +29,8 @@ from typing import Any
 
 import psycopg
 
-from bench import build, paths, ui
-from bench import cluster as clu
+from bench.core import build, paths, ui
+from bench.core import cluster as clu
 from bench.tpch.measure import proc_sample
 
 WORKLOADS = ("seqscan", "index")

@@ -13,8 +13,8 @@ from typing import Any
 
 import psycopg
 
-from bench import cluster as clu
-from bench import osuser, paths
+from bench.core import cluster as clu
+from bench.core import osuser, paths
 from bench.testsuite import errmatch, proc
 from bench.testsuite.engines import Variant
 

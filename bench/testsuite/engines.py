@@ -8,8 +8,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import osuser
-from bench.cluster import ENGINES
+from bench.core import osuser
+from bench.core.cluster import ENGINES
 from bench.testsuite import proc
 
 DEFAULT = ("base", "se1")

@@ -14,8 +14,8 @@ import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from bench import build, osuser, paths, ui
-from bench import cluster as clu
+from bench.core import build, osuser, paths, ui
+from bench.core import cluster as clu
 from bench.testsuite import engines as engines_mod
 from bench.testsuite import model, proc, registry
 from bench.testsuite.checks.prefetch_check import prefetch_check

@@ -206,7 +206,7 @@ def _cmd_tpch(args: argparse.Namespace) -> int:
 
 
 def _list_configs(args: argparse.Namespace) -> int:
-    from bench import paths
+    from bench.core import paths
 
     common = configs.Common(args.shared_buffers, args.work_mem, args.parallel_workers)
     bindir = paths.install_dir("release") / "bin"

@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import osuser
+from bench.core import osuser
 from bench.tpch import topology
 
 BASELINE = "nvm_base_worker"  # the papers' normalisation baseline (pmfs_base95)

@@ -54,9 +54,9 @@ from typing import Any
 import psycopg
 import psycopg.errors
 
-from bench import cluster as clu
-from bench import paths, ui
-from bench.build import ensure_built
+from bench.core import cluster as clu
+from bench.core import paths, ui
+from bench.core.build import ensure_built
 from bench.tpch import compare, data, measure, queries, report, stats, targets, topology
 from bench.tpch.configs import (
     Common,

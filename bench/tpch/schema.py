@@ -26,7 +26,7 @@ from typing import Any
 
 import psycopg
 
-from bench import ui
+from bench.core import ui
 from bench.tpch.data import TABLES, Manifest, fmt_sf
 
 #: Bump whenever the DDL or the load procedure changes: every loaded database is then reloaded.

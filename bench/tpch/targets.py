@@ -28,8 +28,8 @@ from pathlib import Path
 
 import psycopg
 
-from bench import cluster as clu
-from bench import ui
+from bench.core import cluster as clu
+from bench.core import ui
 from bench.tpch import schema
 from bench.tpch.data import Manifest, fmt_sf
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import psycopg
 
-from bench import osuser
+from bench.core import osuser
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.errmatch import ServerError, enospc_problem
 from bench.testsuite.model import CheckFailed, CheckSkipped

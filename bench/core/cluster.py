@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from bench import osuser, paths, ui
+from bench.core import osuser, paths, ui
 
 ENGINES: tuple[str, ...] = ("base", "se1", "se2")
 STORAGES: tuple[str, ...] = ("nvm", "disk")
@@ -48,7 +48,10 @@ NVM_MOUNT = Path("/mnt/pgnvm/nvm")
 NVM_HUGE_MOUNT = Path("/mnt/pgnvm/nvm-huge")
 NVM_FRACTION = 0.75  # tmpfs size as a fraction of RAM
 CONF_NAME = "pgnvm.conf"
-INCLUDE_LINE = f"include '{CONF_NAME}'  # added by pgnvm: settings managed by bench/cluster.py"
+INCLUDE_LINE = f"include '{CONF_NAME}'  # added by pgnvm: settings managed by bench/core/cluster.py"
+#: How an include line of pgnvm.conf starts (clusters made before the move of this module
+#: have the same line naming bench/cluster.py: it counts, nothing is appended twice).
+INCLUDE_PREFIX = f"include '{CONF_NAME}'"
 SPEC_FILE = "spec.json"
 OWNER_FILE = ".pgnvm-owner"  # in <storage root>/<name>/: state dir of the cluster using it
 LOG_FILE = "postgres.log"
@@ -150,7 +153,8 @@ def socket_dir_for(state_dir: Path) -> Path:
 def render_conf(spec: ClusterSpec, socket_dir: Path) -> str:
     """Content of <datadir>/pgnvm.conf."""
     lines = [
-        "# Managed by pgnvm (bench/cluster.py); rewritten by `pgnvm cluster init`. Do not edit.",
+        "# Managed by pgnvm (bench/core/cluster.py); rewritten by `pgnvm cluster init`. "
+        "Do not edit.",
         f"# cluster {spec.name}: engine={spec.engine} storage={spec.storage}"
         f"{' huge' if spec.huge else ''} flavour={spec.flavour}",
         f"port = {int(spec.port)}",
@@ -541,7 +545,7 @@ class Cluster:
     def _write_conf(self) -> None:
         conf = self.datadir / "postgresql.conf"
         text = conf.read_text()
-        if INCLUDE_LINE not in text:
+        if not any(line.startswith(INCLUDE_PREFIX) for line in text.splitlines()):
             with open(conf, "a") as f:
                 f.write(("" if text.endswith("\n") else "\n") + INCLUDE_LINE + "\n")
         target = self.datadir / CONF_NAME
