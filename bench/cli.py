@@ -23,7 +23,7 @@ import sys
 from types import FrameType
 
 from bench import build_cli, cluster_cli
-from bench.core import build, cluster, osuser, paths, ui
+from bench.core import build, cluster, osuser, paths, storage, ui
 
 PLUGINS: tuple[str, ...] = ("bench.testsuite.cli", "bench.tpch.cli", "bench.micro.cli")
 
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster.stop_started()
         ui.error("interrupted")
         return 130
-    except (build.BuildError, cluster.ClusterError) as e:
+    except (build.BuildError, cluster.ClusterError, storage.StorageError) as e:
         ui.error(str(e))
         return 1
     except subprocess.CalledProcessError as e:

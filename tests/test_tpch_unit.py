@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from bench.core import procfs
 from bench.tpch import (
     compare,
     configs,
@@ -269,19 +270,6 @@ def test_ddl_and_checksum() -> None:
 # --------------------------------------------------------------------------- measurement
 
 
-def test_parse_stat_with_odd_comm() -> None:
-    line = "123 (postgres: a (b) c) S 1 2 3 0 -1 4194560 " + " ".join(str(i) for i in range(40))
-    comm, f = measure.parse_stat(line)
-    assert comm == "postgres: a (b) c"
-    assert f[0] == "S" and f[1] == "1"
-
-
-def test_proc_sample_self() -> None:
-    s = measure.proc_sample(os.getpid())
-    assert s is not None and s.utime >= 0 and s.minflt > 0
-    assert measure.proc_sample(2**22 + 12345) is None
-
-
 def test_group_of() -> None:
     assert measure.group_of("postgres: io worker 2") == "io worker"
     assert measure.group_of("postgres: checkpointer ") == "checkpointer"
@@ -291,7 +279,7 @@ def test_group_of() -> None:
 
 def test_cluster_delta() -> None:
     def ps(u: float, s: float, start: int = 1, cu: float = 0.0) -> measure.ProcSample:
-        return measure.ProcSample(u, s, 0, 0, cu, 0.0, start, 0, 0, 0)
+        return procfs.ProcSample(u, s, 0, 0, cu, 0.0, start, 0, 0, 0)
 
     before = measure.ClusterSample(
         ps(1, 1, cu=0.5), {10: ("io worker", ps(1, 0)), 11: ("checkpointer", ps(2, 2))}
@@ -602,16 +590,16 @@ def _fake_task(proc: Path, pid: int, tid: int, ut: int, st: int, minflt: int, st
 
 def test_thread_samples_and_backend_delta(tmp_path: Path) -> None:
     proc = tmp_path / "proc"
-    tick = measure.CLK_TCK
+    tick = procfs.CLK_TCK
     pid = 4242
     _fake_task(proc, pid, pid, 10, 5, 100, 1000)  # before the query: only the main thread
-    before = measure.thread_samples(pid, proc)
+    before = procfs.thread_samples(pid, proc)
     assert list(before) == [pid]
     # after: the main thread ran on; two helpers started during the query
     _fake_task(proc, pid, pid, 10 + 2 * tick, 5 + tick // 2, 150, 1000)
     _fake_task(proc, pid, pid + 1, tick, tick, 900, 2000)
     _fake_task(proc, pid, pid + 2, tick // 2, 0, 40, 2001)
-    after = measure.thread_samples(pid, proc)
+    after = procfs.thread_samples(pid, proc)
     assert sorted(after) == [pid, pid + 1, pid + 2]
     main, helpers = measure.backend_delta(pid, before, after)
     assert main is not None
@@ -629,11 +617,11 @@ def test_thread_samples_and_backend_delta(tmp_path: Path) -> None:
     # no helpers: zeros, not missing
     _, none = measure.backend_delta(pid, before, before)
     assert none["threads"] == 0 and none["utime_s"] == 0
-    assert measure.thread_samples(99999, proc) == {}
+    assert procfs.thread_samples(99999, proc) == {}
 
 
 def test_thread_samples_self() -> None:
-    s = measure.thread_samples(os.getpid())
+    s = procfs.thread_samples(os.getpid())
     assert os.getpid() in s and s[os.getpid()].minflt >= 0
 
 

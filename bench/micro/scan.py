@@ -29,9 +29,8 @@ from typing import Any
 
 import psycopg
 
-from bench.core import build, paths, ui
+from bench.core import build, paths, procfs, ui
 from bench.core import cluster as clu
-from bench.tpch.measure import proc_sample
 
 WORKLOADS = ("seqscan", "index")
 SCHEMA_VERSION = 1
@@ -219,11 +218,11 @@ class Bench:
                 conn.execute("SET enable_hashjoin = off")
                 conn.execute("SET enable_mergejoin = off")
             pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-            before = proc_sample(pid)
+            before = procfs.sample(pid)
             t0 = time.perf_counter()
             result = conn.execute(self.statement(workload, nrows)).fetchone()
             wall = time.perf_counter() - t0
-            after = proc_sample(pid)
+            after = procfs.sample(pid)
         assert before is not None and after is not None
         d = after.minus(before)
         return {

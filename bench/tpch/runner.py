@@ -55,7 +55,7 @@ import psycopg
 import psycopg.errors
 
 from bench.core import cluster as clu
-from bench.core import paths, ui
+from bench.core import paths, procfs, ui
 from bench.core.build import ensure_built
 from bench.tpch import compare, data, measure, queries, report, stats, targets, topology
 from bench.tpch.configs import (
@@ -269,15 +269,8 @@ def _cmd(*args: str) -> str:
 
 
 def environment() -> dict[str, Any]:
-    cpu = ""
-    for line in _read("/proc/cpuinfo").splitlines():
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
-    mem = ""
-    for line in _read("/proc/meminfo").splitlines():
-        if line.startswith("MemTotal:"):
-            mem = line.split(":", 1)[1].strip()
+    cpu = procfs.cpu_model()
+    mem = procfs.meminfo().get("MemTotal", "")
     commit = _cmd("git", "-C", str(paths.REPO_ROOT), "rev-parse", "HEAD")
     dirty = _cmd(
         "git", "-C", str(paths.REPO_ROOT), "status", "--porcelain", "--", "bench", "postgres"
@@ -436,7 +429,7 @@ class Runner:
             "error": None,
         }
         t_begin = time.monotonic()
-        rec["loadavg_1m"] = measure.loadavg()
+        rec["loadavg_1m"] = procfs.loadavg()
         tg.configure(cfg.engine, self.settings[cfg.name])
         try:
             rec["restart_s"] = round(tg.restart(), 3)
@@ -472,7 +465,7 @@ class Runner:
             nvm0 = _pgnvm_stats(conn, tg) if cfg.engine == "se2" else None
             conn.execute("select pg_stat_force_next_flush()")
             io0 = measure.stat_io_snapshot(conn)
-            s0 = measure.thread_samples(pid)
+            s0 = procfs.thread_samples(pid)
             c0 = measure.cluster_sample(pm, {pid}, btypes) if pm else None
             perf = measure.PerfCounters(pid) if o.perf else None
             if perf:
@@ -490,7 +483,7 @@ class Runner:
                 rec["error"] = str(e).strip()
             wall = time.perf_counter() - t0
             rec["perf"] = perf.stop() if perf else None
-            s1 = measure.thread_samples(pid)
+            s1 = procfs.thread_samples(pid)
             c1 = measure.cluster_sample(pm, {pid}, btypes) if pm else None
             rec["wall_s"] = round(wall, 6)
             if s0 and s1:

@@ -29,7 +29,7 @@ from pathlib import Path
 import psycopg
 
 from bench.core import cluster as clu
-from bench.core import ui
+from bench.core import procfs, ui
 from bench.tpch import schema
 from bench.tpch.data import Manifest, fmt_sf
 
@@ -59,7 +59,7 @@ def wait_gone(pid: int, timeout: float = 10.0) -> bool:
     """Wait until process ``pid`` has exited and been reaped (its /proc entry is gone)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not os.path.exists(f"/proc/{pid}"):
+        if not procfs.exists(pid):
             return True
         time.sleep(0.005)
     return False

@@ -49,6 +49,7 @@ from typing import Any
 import psycopg
 from psycopg import errors
 
+from bench.core import procfs
 from bench.testsuite import errmatch, nvmstats, proctasks
 from bench.testsuite.checks.redirect import find_plan_node
 from bench.testsuite.checks.strace_check import scan_stats
@@ -228,7 +229,7 @@ class _Backend:
         seconds for joined threads to leave)."""
         tids = list(helper_tids)
         why = proctasks.wait_for(
-            lambda: proctasks.task_problem(self.pid, proctasks.tasks(self.pid), tids), within
+            lambda: proctasks.task_problem(self.pid, procfs.tasks(self.pid), tids), within
         )
         if why:
             raise CheckFailed(f"{what}: {why}")
@@ -244,12 +245,12 @@ def _wait_gone(ids: Iterable[int], what: str) -> None:
     ids = list(ids)
 
     def probe() -> str | None:
-        left = [i for i in ids if proctasks.exists(i)]
+        left = [i for i in ids if procfs.exists(i)]
         return f"still in /proc: {left}" if left else None
 
     why = proctasks.wait_for(probe, GONE_WITHIN)
     if why:
-        states = {i: proctasks.state(i) for i in ids}
+        states = {i: procfs.state(i) for i in ids}
         raise CheckFailed(f"{what}: {why} after {GONE_WITHIN:.0f}s (states {states})")
 
 
@@ -619,9 +620,9 @@ def _parallel(ctx: _Ctx) -> None:
     )
     samples: dict[int, list[int]] = {}  # worker pid -> task counts seen
     while bg.running():
-        for pid in proctasks.children(ctx.postmaster):
-            if worker_of(proctasks.cmdline(pid), b.pid):
-                seen = proctasks.tasks(pid)
+        for pid in procfs.children(ctx.postmaster):
+            if worker_of(procfs.cmdline(pid), b.pid):
+                seen = procfs.tasks(pid)
                 if seen is not None:
                     samples.setdefault(pid, []).append(len(seen))
         time.sleep(0.005)
@@ -636,11 +637,9 @@ def _parallel(ctx: _Ctx) -> None:
 
     def leftovers() -> str | None:
         left = [
-            p
-            for p in proctasks.children(ctx.postmaster)
-            if "parallel worker" in proctasks.cmdline(p)
+            p for p in procfs.children(ctx.postmaster) if "parallel worker" in procfs.cmdline(p)
         ]
-        left += [p for p in samples if proctasks.exists(p) and p not in left]
+        left += [p for p in samples if procfs.exists(p) and p not in left]
         return f"parallel workers still there: {left}" if left else None
 
     why = proctasks.wait_for(leftovers, GONE_WITHIN)

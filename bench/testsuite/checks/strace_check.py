@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.core import procfs
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.model import CheckFailed, CheckSkipped
 from bench.testsuite.proc import Background, is_root
@@ -41,8 +42,8 @@ def relation_reads(trace: str, relfile: str) -> list[str]:
 
 def _ptrace_scope() -> int:
     try:
-        return int(Path("/proc/sys/kernel/yama/ptrace_scope").read_text())
-    except (OSError, ValueError):
+        return int(procfs.sysctl("kernel.yama.ptrace_scope") or 0)
+    except ValueError:
         return 0
 
 
