@@ -12,10 +12,9 @@ from typing import Any
 
 import pytest
 
-from bench.core import procfs
+from bench.core import configs, procfs
 from bench.tpch import (
     compare,
-    configs,
     data,
     measure,
     queries,
@@ -23,7 +22,6 @@ from bench.tpch import (
     runner,
     schema,
     stats,
-    topology,
 )
 
 # --------------------------------------------------------------------------- queries
@@ -62,67 +60,6 @@ def test_order_keys_are_select_columns() -> None:
     assert queries.ORDER_KEYS[18] == (4, 3)
     for keys in queries.ORDER_KEYS.values():
         assert len(set(keys)) == len(keys)
-
-
-# --------------------------------------------------------------------------- configurations
-
-
-def test_config_table() -> None:
-    names = [c.name for c in configs.CONFIGS]
-    assert len(names) == len(set(names))
-    for needed in (
-        "disk_base",
-        "nvm_base_sync",
-        "nvm_base_worker",
-        "nvm_base_io_uring",
-        "nvm_se1",
-        "nvm_se2",
-        "mem_limit",
-    ):
-        assert needed in names
-    assert configs.BASELINE in names and configs.CEILING in names
-    assert configs.BY_NAME["disk_base"].drop_caches
-    assert not configs.BY_NAME["nvm_se1"].drop_caches
-    assert configs.BY_NAME["mem_limit"].prewarm
-
-
-def test_resolve_configs() -> None:
-    assert [c.name for c in configs.resolve(None)] == configs.default_names()
-    # table order, not argument order
-    assert [c.name for c in configs.resolve(["mem_limit", "nvm_se1"])] == ["nvm_se1", "mem_limit"]
-    with pytest.raises(ValueError, match="nope"):
-        configs.resolve(["nope"])
-
-
-def test_server_settings() -> None:
-    common = configs.Common("256MB", "32MB", 2)
-    s = configs.server_settings(configs.BY_NAME["nvm_base_sync"], common)
-    assert s["shared_buffers"] == "256MB"
-    assert s["work_mem"] == "32MB"
-    assert s["io_method"] == "sync"
-    assert s["jit"] == "off"
-    assert s["max_parallel_workers_per_gather"] == "2"
-    m = configs.server_settings(configs.BY_NAME["mem_limit"], common, whole_db_sb="4096MB")
-    assert m["shared_buffers"] == "4096MB"
-    with pytest.raises(ValueError):
-        configs.server_settings(configs.BY_NAME["mem_limit"], common)
-
-
-def test_whole_db_shared_buffers() -> None:
-    assert configs.whole_db_shared_buffers(0) == "128MB"
-    assert configs.whole_db_shared_buffers(25 << 20) == "128MB"
-    v = int(configs.whole_db_shared_buffers(1671 << 20).removesuffix("MB"))
-    assert v % 128 == 0 and v >= 1671 * 1.25
-
-
-def test_probe_message() -> None:
-    err = (
-        '2026-01-01 GMT [1] FATAL:  invalid value for parameter "nvm_storage_engine": '
-        '"se2"\n2026-01-01 GMT [1] DETAIL:  not in this build\n2026 [1] HINT:  Use base'
-    )
-    msg = configs._error_message(err)
-    assert msg.startswith('invalid value for parameter "nvm_storage_engine"')
-    assert "not in this build" in msg
 
 
 # --------------------------------------------------------------------------- comparison
@@ -474,107 +411,6 @@ def test_report_rebuild(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- prefetch helpers
-
-
-def _fake_sysfs(root: Path, siblings: dict[int, str], online: str | None = None) -> Path:
-    """A fake /sys/devices/system/cpu: cpuN/topology/thread_siblings_list per CPU."""
-    d = root / "cpu"
-    d.mkdir(parents=True)
-    (d / "online").write_text((online or topology.format_cpulist(list(siblings))) + "\n")
-    for cpu, sib in siblings.items():
-        t = d / f"cpu{cpu}" / "topology"
-        t.mkdir(parents=True)
-        if sib:
-            (t / "thread_siblings_list").write_text(sib + "\n")
-    return d
-
-
-def test_cpulist_roundtrip() -> None:
-    assert topology.parse_cpulist("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11}
-    assert topology.parse_cpulist("5") == {5}
-    assert topology.format_cpulist({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8"
-    assert topology.format_cpulist([3]) == "3"
-    with pytest.raises(ValueError):
-        topology.parse_cpulist("3-1")
-
-
-def test_topology_no_smt(tmp_path: Path) -> None:
-    sysfs = _fake_sysfs(tmp_path, {0: "0", 1: "1"})
-    t = topology.detect({0, 1}, sysfs)
-    assert t.known and t.physical_cores() == 2 and not t.has_smt_sibling()
-    assert t.smt_unavailable() == "no SMT sibling: CPUs 0-1 are one thread per core"
-    assert t.mapping_unavailable("m1") is None
-    assert t.mapping_unavailable("m2") == t.smt_unavailable()
-    assert "no SMT sibling" in (t.mapping_unavailable("m3") or "")
-    assert t.mapping_unavailable("2,3") is None  # explicit lists: the library's business
-
-
-def test_topology_smt(tmp_path: Path) -> None:
-    # 2 cores x 2 threads, numbered as Linux does on x86 (siblings n and n+2)
-    sysfs = _fake_sysfs(tmp_path, {0: "0,2", 1: "1,3", 2: "0,2", 3: "1,3"})
-    t = topology.detect({0, 1, 2, 3}, sysfs)
-    assert t.has_smt_sibling() and t.physical_cores() == 2
-    for m in ("m1", "m2", "m3"):
-        assert t.mapping_unavailable(m) is None, m
-    # one core with both its threads: M2 yes, M1 and M3 no (no second core)
-    one = topology.detect({1, 3}, sysfs)
-    assert one.mapping_unavailable("m2") is None
-    assert "no second physical core" in (one.mapping_unavailable("m1") or "")
-    assert "no second physical core" in (one.mapping_unavailable("m3") or "")
-    # affinity without the siblings: like no SMT, and the reason says where they are
-    aff = topology.detect({0, 1}, sysfs)
-    why = aff.smt_unavailable() or ""
-    assert why.startswith("no SMT sibling: CPUs 0-1") and "siblings 2-3 are outside" in why
-    # an offline CPU does not count
-    off = topology.detect({0, 1, 2, 3}, _fake_sysfs(tmp_path / "o", {0: "0,2", 1: "1"}, "0-1"))
-    assert off.cpus == frozenset({0, 1}) and not off.has_smt_sibling()
-
-
-def test_topology_core_id_fallback_and_unknown(tmp_path: Path) -> None:
-    sysfs = _fake_sysfs(tmp_path, {0: "", 1: ""})
-    for cpu in (0, 1):
-        t = sysfs / f"cpu{cpu}" / "topology"
-        (t / "physical_package_id").write_text("0\n")
-        (t / "core_id").write_text("7\n")  # same core: SMT siblings
-    t = topology.detect({0, 1}, sysfs)
-    assert t.known and t.has_smt_sibling() and t.physical_cores() == 1
-    bare = tmp_path / "bare"
-    bare.mkdir()
-    u = topology.detect({0, 1}, bare)
-    assert not u.known and not u.has_smt_sibling()
-    assert "no SMT sibling known" in (u.smt_unavailable() or "")
-
-
-def test_prefetch_configs_in_table(tmp_path: Path) -> None:
-    for n in ("nvm_se2_inline", "nvm_se2_m1", "nvm_se2_m2", "nvm_se2_m3"):
-        c = configs.BY_NAME[n]
-        assert c.engine == "se2" and c.storage == "nvm" and c.default, n
-    assert configs.BY_NAME["nvm_se2_inline"].prefetch == "inline"
-    assert configs.BY_NAME["nvm_se2_inline"].helper_mapping is None
-    assert configs.BY_NAME["nvm_se2"].helper_mapping is None
-    assert [configs.BY_NAME[f"nvm_se2_m{i}"].helper_mapping for i in (1, 2, 3)] == [
-        "m1",
-        "m2",
-        "m3",
-    ]
-    s = configs.server_settings(configs.BY_NAME["nvm_se2_m1"], configs.Common())
-    assert s["nvm_prefetch"] == "helper" and s["nvm_prefetch_mapping"] == "m1"
-    # the acceptance set of issue 5 comes from one default run
-    for n in ("nvm_base_worker", "nvm_se2", "nvm_se2_inline", "nvm_se2_m1", "mem_limit"):
-        assert n in configs.default_names()
-    no_smt = topology.detect({0, 1}, _fake_sysfs(tmp_path, {0: "0", 1: "1"}))
-    av = configs.topology_availability(list(configs.CONFIGS), no_smt)
-    assert av["nvm_se2_m2"] == "no SMT sibling: CPUs 0-1 are one thread per core"
-    assert av["nvm_se2_m3"] is not None and av["nvm_se2_m3"].startswith("no SMT sibling")
-    assert all(av[n] is None for n in av if n not in ("nvm_se2_m2", "nvm_se2_m3"))
-    # availability() decides on the topology without asking the server
-    full = configs.availability(
-        tmp_path / "no-such-bindir",
-        [configs.BY_NAME["nvm_se2_m2"], configs.BY_NAME["nvm_se2_m3"]],
-        configs.Common(),
-        no_smt,
-    )
-    assert full["nvm_se2_m2"] == av["nvm_se2_m2"]
 
 
 def _fake_task(proc: Path, pid: int, tid: int, ut: int, st: int, minflt: int, start: int) -> None:

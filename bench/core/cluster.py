@@ -400,6 +400,16 @@ class Cluster:
         osuser.chown_to_server(target)
         os.chmod(target, 0o600)
 
+    def rewrite_conf(self) -> None:
+        """Write pgnvm.conf and the saved state for the spec as it is now, without initdb:
+        a change of engine, settings or port takes effect at the next start (at a reload for
+        reloadable settings). Switching the engine of an initialised data directory in place
+        is sound: the on-disk format does not depend on it (``init`` refuses it to protect
+        clusters of the command line, whose engine is part of what they are)."""
+        self.spec.validate()
+        self._write_conf()
+        self.save()
+
     def _prepare_dirs(self) -> None:
         osuser.ensure_server_user()
         osuser.ensure_dir(paths.clusters_dir())

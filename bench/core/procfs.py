@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,6 +83,17 @@ def exists(pid: int, root: Path = PROC) -> bool:
     """``/proc/<pid>`` is there (running, or a zombie not reaped yet). Also true for the tid
     of a live thread of another process."""
     return (root / str(pid)).exists()
+
+
+def wait_gone(pid: int, timeout: float = 10.0, root: Path = PROC) -> bool:
+    """Wait until process ``pid`` has exited and been reaped (``/proc/<pid>`` is gone);
+    False if it is still there after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not exists(pid, root):
+            return True
+        time.sleep(0.005)
+    return False
 
 
 def alive(pid: int, root: Path = PROC) -> bool:

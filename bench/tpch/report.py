@@ -25,8 +25,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.tpch import configs as cfgs
 from bench.tpch import measure, stats
+from bench.tpch import settings as cfgs
 from bench.tpch.queries import qname
 
 Block = tuple[Any, ...]
@@ -112,6 +112,8 @@ class Report:
         #: configurations whose backend has prefetch helper threads
         self.helper_configs = [c for c in self.configs if c in helper_cfgs]
         self.unavailable: dict[str, str] = dict(plan.get("unavailable") or {})
+        #: configurations that ran although their availability was unknown: why
+        self.unknown: dict[str, str] = dict(plan.get("availability_unknown") or {})
         #: 'on' or 'off' (--data-checksums; plans written before the option: always on)
         self.checksums: str = str(plan.get("data_checksums") or "on")
 
@@ -444,15 +446,13 @@ class Report:
             if self.helper_configs:
                 rows[-1].insert(5, _fmt(self.helper_total(c), 3))
         out: list[Block] = [("table", hdr, rows)]
-        if self.unavailable:
-            out.append(
-                (
-                    "p",
-                    "Not run: "
-                    + "; ".join(f"{n} — not available: {w}" for n, w in self.unavailable.items())
-                    + ".",
-                )
-            )
+        for head, what, notes in (
+            ("Not run", "not available", self.unavailable),
+            ("Run, availability unknown", "unknown", self.unknown),
+        ):
+            if notes:
+                text = "; ".join(f"{n} — {what}: {w}" for n, w in notes.items())
+                out.append(("p", f"{head}: {text}."))
         return out
 
     def per_query_blocks(self) -> list[Block]:
@@ -744,6 +744,8 @@ class Report:
                     c["doc"],
                 ]
             )
+            if c["name"] in self.unknown:
+                rows[-1][-1] += f" (availability unknown: {self.unknown[c['name']]})"
         for name, why in self.plan.get("unavailable", {}).items():
             rows.append([name, "", "", "", "", "", "", f"NOT AVAILABLE: {why}"])
         common = cfgs.common_settings(
@@ -1043,6 +1045,7 @@ class Report:
                     "mismatches": self.mismatches,
                     "interrupted": self.interrupted,
                     "not_available": self.unavailable,
+                    "availability_unknown": self.unknown,
                     "data_checksums": self.checksums,
                 },
                 indent=2,
@@ -1102,6 +1105,8 @@ class Report:
         con.print(t)
         for n, why in self.unavailable.items():
             con.print(f"{n}: not available: {why}", markup=False)
+        for n, why in self.unknown.items():
+            con.print(f"{n}: availability unknown: {why}", markup=False)
         if self.mismatches:
             con.print(f"[bold red]CORRECTNESS FAILED: {len(self.mismatches)} wrong answer(s)[/]")
         else:

@@ -55,16 +55,17 @@ import psycopg
 import psycopg.errors
 
 from bench.core import cluster as clu
-from bench.core import paths, procfs, ui
+from bench.core import configs, paths, procfs, topology, ui
 from bench.core.build import ensure_built
-from bench.tpch import compare, data, measure, queries, report, stats, targets, topology
-from bench.tpch.configs import (
+from bench.core.configs import Config
+from bench.tpch import compare, data, measure, queries, report, stats, targets
+from bench.tpch.settings import (
+    DEFAULT_CONFIGS,
+    DEFAULT_PORT,
+    DEFAULT_PREFIX,
     Common,
-    Config,
-    availability,
-    resolve,
+    common_settings,
     server_settings,
-    whole_db_shared_buffers,
 )
 
 PERTURB_ENV = "PGNVM_TPCH_PERTURB"  # test hook: "config:query[,config:query...]"
@@ -126,8 +127,8 @@ class Options:
     parallel_workers: int = 0
     shared_buffers: str = "128MB"
     work_mem: str = "64MB"
-    port: int = targets.DEFAULT_PORT
-    prefix: str = targets.DEFAULT_PREFIX
+    port: int = DEFAULT_PORT
+    prefix: str = DEFAULT_PREFIX
     perf: bool = True
     explain: bool = True
     build: bool = True  # False: use the installed release build as it is (--no-build)
@@ -297,6 +298,7 @@ class Runner:
         self.opts = opts
         self.configs: list[Config] = []
         self.unavailable: dict[str, str] = {}
+        self.unknown: dict[str, str] = {}  # runs, but availability unknown: why
         self.settings: dict[str, dict[str, str]] = {}
         self.targets: dict[str, targets.Target] = {}
         self.records: list[dict[str, Any]] = []
@@ -322,15 +324,18 @@ class Runner:
                 raise RuntimeError(f"--no-build: no release build in {prefix}; run ./pgnvm build")
             ui.notice(f"--no-build: using the installed release build in {prefix} as it is")
         bindir = prefix / "bin"
-        wanted = resolve(o.configs)
-        avail = availability(bindir, wanted, o.common)
+        wanted = configs.resolve(o.configs or DEFAULT_CONFIGS, catalogue_order=True)
+        avail = configs.availability(bindir, wanted, common_settings(o.common))
         for c in wanted:
-            why = avail[c.name]
-            if why is None:
-                self.configs.append(c)
-            else:
-                self.unavailable[c.name] = why
-                ui.notice(f"configuration {c.name} is not available, skipped: {why}")
+            v = avail[c.name]
+            if not v.runs:
+                self.unavailable[c.name] = v.why
+                ui.notice(f"configuration {c.name} is not available, skipped: {v.why}")
+                continue
+            self.configs.append(c)
+            if v.available is None:
+                self.unknown[c.name] = v.why
+                ui.notice(f"configuration {c.name}: availability unknown ({v.why}); running it")
         if not self.configs:
             raise RuntimeError("no configuration to run")
         data_dir, manifest = data.ensure_data(o.sf)
@@ -354,7 +359,7 @@ class Runner:
         whole_db = None
         if any(c.shared_buffers for c in self.configs):
             db_bytes = max(t.db_bytes for t in self.targets.values())
-            whole_db = whole_db_shared_buffers(db_bytes)
+            whole_db = configs.whole_db_shared_buffers(db_bytes)
         for c in self.configs:
             self.settings[c.name] = server_settings(c, o.common, whole_db)
         self.env["db_bytes"] = {s: t.db_bytes for s, t in self.targets.items()}
@@ -364,12 +369,7 @@ class Runner:
             else t.pgnvm_extension
             for s, t in self.targets.items()
         }
-        topo = topology.current()
-        self.env["cpu_topology"] = {
-            "usable_cpus": topology.format_cpulist(set(topo.cpus)),
-            "physical_cores": topo.physical_cores(),
-            "smt": topo.smt_unavailable() or "yes",
-        }
+        self.env["cpu_topology"] = topology.summary(bindir)
         self.env["datadirs"] = {s: str(t.cluster.datadir) for s, t in self.targets.items()}
         self.env["clusters"] = {s: t.name for s, t in self.targets.items()}
         for s, t in self.targets.items():
@@ -406,6 +406,7 @@ class Runner:
                 for c in self.configs
             ],
             "unavailable": self.unavailable,
+            "availability_unknown": self.unknown,
             "order": "for each repetition, for each query, every configuration in turn",
             "started_at": self.started.isoformat(timespec="seconds"),
         }
@@ -417,7 +418,7 @@ class Runner:
         tg = self.targets[cfg.storage]
         for other in self.targets.values():
             if other is not tg:
-                other.stop()
+                other.server.stop()
         rec: dict[str, Any] = {
             "started_at": dt.datetime.now().isoformat(timespec="seconds"),
             "config": cfg.name,
@@ -430,12 +431,12 @@ class Runner:
         }
         t_begin = time.monotonic()
         rec["loadavg_1m"] = procfs.loadavg()
-        tg.configure(cfg.engine, self.settings[cfg.name])
+        tg.server.apply_config(cfg, self.settings[cfg.name])
         try:
-            rec["restart_s"] = round(tg.restart(), 3)
+            rec["restart_s"] = round(tg.server.restart(move_port=True), 3)
         except clu.ClusterError as e:
             rec["error"] = f"server did not start: {e}"
-            rec["server_log_tail"] = ui.tail(tg.cluster.logfile(), 30)
+            rec["server_log_tail"] = tg.server.log_tail(30)
             ui.error(f"{cfg.name}: {rec['error']}")
             self.durations.setdefault((cfg.name, q), []).append(time.monotonic() - t_begin)
             return rec
@@ -444,10 +445,10 @@ class Runner:
             rec["prewarm_s"] = round(secs, 3)
             rec["prewarm_blocks"] = blocks
         rec["os_cache"] = targets.drop_os_caches() if cfg.drop_caches else "kept"
-        pm = tg.postmaster_pid()
+        pm = tg.server.postmaster_pid()
         sql = queries.sql(q, o.sf)
         rows: list[compare.Row] | None = None
-        conn = tg.connect()
+        conn = tg.server.connect()
         try:
             pid = int(conn.execute("select pg_backend_pid()").fetchone()[0])  # type: ignore[index]
             rec["backend_pid"] = pid
@@ -514,7 +515,7 @@ class Runner:
         finally:
             conn.close()
         if rec["status"] == "crash":
-            rec["server_log_tail"] = ui.tail(tg.cluster.logfile(), 30)
+            rec["server_log_tail"] = tg.server.log_tail(30)
         if rows is not None:
             self._check_answer(cfg, q, rep, rows, rec)
         total = time.monotonic() - t_begin
@@ -629,7 +630,7 @@ class Runner:
         finally:
             for t in self.targets.values():
                 try:
-                    t.stop()
+                    t.server.stop()
                 except Exception as e:  # best effort during cleanup
                     ui.error(f"could not stop {t.name}: {e}")
             self.finish(interrupted)

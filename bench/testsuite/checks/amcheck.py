@@ -43,7 +43,7 @@ def run_amcheck(env: EngineEnv, databases: list[str], timeout: float, log_name: 
 
 
 def amcheck(env: EngineEnv, limit: float) -> str:
-    with env.connect() as c:
+    with env.server.connect() as c:
         dbs = [
             r[0]
             for r in c.execute(

@@ -50,9 +50,9 @@ def flip_byte(path: Path, offset: int) -> None:
 
 
 def checksum(env: EngineEnv, limit: float) -> str:
-    offset = env.log_offset()
-    pid_before = env.cluster.pid()
-    with env.connect() as c:
+    offset = env.server.log_offset()
+    pid_before = env.server.postmaster_pid()
+    with env.server.connect() as c:
         c.execute("CREATE EXTENSION IF NOT EXISTS pg_buffercache")
         if c.execute("SHOW data_checksums").fetchone() != ("on",):
             raise CheckFailed("data_checksums is off")
@@ -68,7 +68,7 @@ def checksum(env: EngineEnv, limit: float) -> str:
         c.execute("CHECKPOINT")
         relpath = c.execute("SELECT pg_relation_filepath('cksum_t')").fetchone()[0]  # type: ignore[index]
         victim = c.execute(f"SELECT id FROM cksum_t WHERE ctid = '({BLOCK},1)'").fetchone()[0]  # type: ignore[index]
-        path = env.cluster.datadir / relpath
+        path = env.server.cluster.datadir / relpath
         if path.stat().st_size < (BLOCK + 1) * BLCKSZ:
             raise CheckFailed(f"cksum_t has fewer than {BLOCK + 1} blocks")
 
@@ -113,7 +113,7 @@ def checksum(env: EngineEnv, limit: float) -> str:
         c.execute("DROP TABLE cksum_t")
         if c.execute("SELECT 1").fetchone() != (1,):
             raise CheckFailed("SELECT 1 failed after the probes")
-    if env.cluster.pid() != pid_before:
+    if env.server.postmaster_pid() != pid_before:
         raise CheckFailed("the postmaster restarted")
     problems = env.log_problems_since(offset)
     if problems:

@@ -56,13 +56,13 @@ def _buffer(c: psycopg.Connection[Any], block: int) -> nvmstats.BufInfo:
 
 def cow(env: EngineEnv, limit: float) -> str:
     se2 = env.engine == "se2"
-    with env.extra_settings(SETTINGS):
-        env.restart()
+    with env.server.temporary(SETTINGS):
+        env.server.restart()
         return _cow(env, se2)
 
 
 def _cow(env: EngineEnv, se2: bool) -> str:
-    with env.connect() as c:
+    with env.server.connect() as c:
         nvmstats.ensure_extensions(c)
         c.execute("CREATE EXTENSION IF NOT EXISTS pageinspect")
         got = {
@@ -102,12 +102,12 @@ def _cow(env: EngineEnv, se2: bool) -> str:
             if hinted is None or hinted[0] != 0 or hinted[1] == 0:
                 raise CheckFailed(f"block {b}: (hinted, tuples) = {hinted} before the restart")
         relpath = c.execute(f"SELECT pg_relation_filepath('{TABLE}')").fetchone()[0]  # type: ignore[index]
-    path = env.cluster.datadir / relpath
-    env.restart()  # shutdown checkpoint writes everything; cold buffers
+    path = env.server.cluster.datadir / relpath
+    env.server.restart()  # shutdown checkpoint writes everything; cold buffers
 
     watched = (0, new_block)
     notes = [f"{nblocks} blocks; {len(moved)} rows moved to block {new_block}"]
-    with env.connect() as c:
+    with env.server.connect() as c:
         on_disk = {b: nvmstats.block_bytes(path, b) for b in watched}
         c.execute("SET max_parallel_workers_per_gather = 0")
         before = nvmstats.read_stats(c)

@@ -249,22 +249,22 @@ def _run_query(conn: psycopg.Connection, q: Query) -> tuple[str, int, str]:
 
 def run_queries(env: EngineEnv) -> tuple[dict[str, str], list[str]]:
     """Build the dataset and run every phase; returns (digests by query, plan problems)."""
-    with env.connect() as c:
+    with env.server.connect() as c:
         c.execute(f"DROP DATABASE IF EXISTS {DB}")
         c.execute(f"CREATE DATABASE {DB}")
-    with env.connect(DB) as c:
+    with env.server.connect(DB) as c:
         for stmt in SETUP:
             c.execute(stmt)
     digests: dict[str, str] = {}
     plan_problems: list[str] = []
     for phase, pre, restart, queries in PHASES:
         if pre:
-            with env.connect(DB) as c:
+            with env.server.connect(DB) as c:
                 for stmt in pre:
                     c.execute(stmt)
         if restart:
-            env.restart()
-        with env.connect(DB) as c:
+            env.server.restart()
+        with env.server.connect(DB) as c:
             # binary=False: text results exactly as the server renders them
             for q in queries:
                 name = f"{phase}.{q.name}"
@@ -275,7 +275,7 @@ def run_queries(env: EngineEnv) -> tuple[dict[str, str], list[str]]:
                 digests[name] = f"{digest}/{n}"
                 if q.plan and q.plan not in plan:
                     plan_problems.append(f"{name}: plan lacks {q.plan!r}:\n{plan}")
-    with env.connect() as c:
+    with env.server.connect() as c:
         c.execute(f"DROP DATABASE IF EXISTS {DB}")
     return digests, plan_problems
 

@@ -203,7 +203,7 @@ class _Backend:
     whatever happens)."""
 
     def __init__(self, env: EngineEnv, **kw: Any) -> None:
-        self.conn = env.connect(**kw)
+        self.conn = env.server.connect(**kw)
         self.conn.execute("SET max_parallel_workers_per_gather = 0")
         self.pid = int(self.conn.execute("SELECT pg_backend_pid()").fetchone()[0])  # type: ignore[index]
         self.bg: _Background | None = None
@@ -682,7 +682,7 @@ def _privileges(ctx: _Ctx) -> None:
     c.execute(f"DROP ROLE IF EXISTS {ROLE}")
     c.execute(f"CREATE ROLE {ROLE} LOGIN")
     try:
-        with env.connect(user=ROLE) as u:
+        with env.server.connect(user=ROLE) as u:
             for setting, value in (("nvm_prefetch", "helper"), ("nvm_prefetch_mapping", "0")):
                 try:
                     u.execute(f"SET {setting} = '{value}'")
@@ -720,13 +720,13 @@ def _privileges(ctx: _Ctx) -> None:
 
 
 def prefetch_lifecycle(env: EngineEnv, limit: float) -> str:
-    offset = env.log_offset()
-    pm_pid = env.cluster.pid()
-    with env.connect() as c:
+    offset = env.server.log_offset()
+    pm_pid = env.server.postmaster_pid()
+    with env.server.connect() as c:
         nvmstats.ensure_extensions(c)
         started = c.execute("SELECT pg_postmaster_start_time()").fetchone()[0]  # type: ignore[index]
         mode = str(c.execute("SHOW nvm_prefetch").fetchone()[0])  # type: ignore[index]
-        want = env.variant.settings_dict.get("nvm_prefetch", "off")
+        want = env.config.prefetch
         if mode != want:
             raise CheckFailed(f"the server runs with nvm_prefetch={mode}, expected {want}")
         rows, blocks, sb = _make_table(c)
@@ -754,12 +754,12 @@ def prefetch_lifecycle(env: EngineEnv, limit: float) -> str:
                 ctx.end_backends()
         c.execute(f"DROP TABLE {TABLE}")
         now = c.execute("SELECT pg_postmaster_start_time()").fetchone()[0]  # type: ignore[index]
-    if env.cluster.pid() != pm_pid or now != started:
+    if env.server.postmaster_pid() != pm_pid or now != started:
         failures.append(
-            f"the postmaster restarted: pid {pm_pid} -> {env.cluster.pid()}, start time "
+            f"the postmaster restarted: pid {pm_pid} -> {env.server.postmaster_pid()}, start time "
             f"{started} -> {now}"
         )
-    crashed = crash_lines(env.log_since(offset))
+    crashed = crash_lines(env.server.log_since(offset))
     if crashed:
         failures.append("server log shows a crash or restart: " + " | ".join(crashed[:5]))
     if failures:

@@ -118,7 +118,7 @@ def _set(c: psycopg.Connection[Any], settings: dict[str, str]) -> None:
 
 def redirect(env: EngineEnv, limit: float) -> str:
     rng = random.Random(f"{env.run.seed}:redirect")
-    with env.connect() as c:
+    with env.server.connect() as c:
         sb = c.execute(
             "SELECT setting::bigint * 8192 FROM pg_settings WHERE name = 'shared_buffers'"
         ).fetchone()[0]  # type: ignore[index]
@@ -143,10 +143,10 @@ def redirect(env: EngineEnv, limit: float) -> str:
             (ids,),
         ).fetchone()[0]  # type: ignore[index]
         c.execute("CHECKPOINT")
-    env.restart()  # cold buffers
+    env.server.restart()  # cold buffers
     blocks = size // nvmstats.BLCKSZ
     notes = []
-    with env.connect() as c:
+    with env.server.connect() as c:
         nvmstats.ensure_extensions(c)
 
         # 1. sequential scan

@@ -86,7 +86,7 @@ def strace(env: EngineEnv, limit: float) -> str:
         raise CheckSkipped(
             "attaching strace to a server process needs root (or kernel.yama.ptrace_scope=0)"
         )
-    with env.connect() as c:
+    with env.server.connect() as c:
         sb = c.execute(
             "SELECT setting::bigint * 8192 FROM pg_settings WHERE name = 'shared_buffers'"
         ).fetchone()[0]  # type: ignore[index]
@@ -103,11 +103,11 @@ def strace(env: EngineEnv, limit: float) -> str:
         relpath = c.execute("SELECT pg_relation_filepath('strace_t')").fetchone()[0]  # type: ignore[index]
     if size < 2 * sb:
         raise CheckFailed(f"strace_t is {size} bytes, not twice shared_buffers ({sb})")
-    relfile = str(env.cluster.datadir / relpath)
-    env.restart()  # cold buffers
+    relfile = str(env.server.cluster.datadir / relpath)
+    env.server.restart()  # cold buffers
     trace_log = env.workdir / "strace-scan.txt"
     out_log = env.workdir / "strace-stderr.log"
-    with env.connect() as c:
+    with env.server.connect() as c:
         c.execute("SET max_parallel_workers_per_gather = 0")
         backend = c.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
         workers = [

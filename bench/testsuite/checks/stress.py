@@ -111,7 +111,7 @@ class Shared:
 
 def _writer(env: EngineEnv, w: int, plan: list[stressmodel.Tx], sh: Shared) -> None:
     try:
-        with env.connect(DB, autocommit=False, application_name=f"stress-w{w}") as conn:
+        with env.server.connect(DB, autocommit=False, application_name=f"stress-w{w}") as conn:
             for tx in plan:
                 if sh.stop.is_set():
                     return
@@ -141,7 +141,9 @@ def _reader(env: EngineEnv, r: int, sh: Shared) -> None:
         with contextlib.ExitStack() as stack:
             conns = {}
             for kind, (settings, _, _) in SCANS.items():
-                conn = stack.enter_context(env.connect(DB, application_name=f"stress-r{r}-{kind}"))
+                conn = stack.enter_context(
+                    env.server.connect(DB, application_name=f"stress-r{r}-{kind}")
+                )
                 for k, v in settings.items():
                     conn.execute(f"SET {k} = '{v}'")
                 conns[kind] = conn
@@ -169,7 +171,7 @@ def _reader(env: EngineEnv, r: int, sh: Shared) -> None:
 def _maintenance(env: EngineEnv, sh: Shared) -> None:
     steps = ["VACUUM stress", "CHECKPOINT", "VACUUM stress", "ANALYZE stress"]
     try:
-        with env.connect(DB, application_name="stress-vacuum") as conn:
+        with env.server.connect(DB, application_name="stress-vacuum") as conn:
             i = 0
             while not sh.stop.wait(1.0):
                 stmt = steps[i % len(steps)]
@@ -200,10 +202,10 @@ def crash_lines(log: str) -> list[str]:
 
 
 def _setup(env: EngineEnv) -> None:
-    with env.connect() as c:
+    with env.server.connect() as c:
         c.execute(f"DROP DATABASE IF EXISTS {DB}")
         c.execute(f"CREATE DATABASE {DB}")
-    with env.connect(DB) as c:
+    with env.server.connect(DB) as c:
         for stmt in SETUP:
             c.execute(stmt)
         size = c.execute("SELECT pg_relation_size('stress')").fetchone()[0]  # type: ignore[index]
@@ -223,7 +225,7 @@ def _setup(env: EngineEnv) -> None:
 
 
 def _table_digest(env: EngineEnv) -> tuple[str, int, list[tuple[Any, ...]]]:
-    with env.connect(DB) as c:
+    with env.server.connect(DB) as c:
         groups = c.execute(
             "SELECT g, min(v), max(v), count(*) FROM stress GROUP BY g ORDER BY g"
         ).fetchall()
@@ -271,8 +273,8 @@ def stress(env: EngineEnv, limit: float) -> str:
     expected = stressmodel.final_state(plans, GROUPS)
     expected_digest, expected_n = digest_rows(stressmodel.final_rows(expected, ROWS_PER_GROUP))
     _setup(env)
-    offset = env.log_offset()
-    with env.connect(DB) as c:
+    offset = env.server.log_offset()
+    with env.server.connect(DB) as c:
         before = nvmstats.read_stats(c)
     sh = Shared()
     load_s = _run_load(env, plans, sh)
@@ -286,7 +288,7 @@ def stress(env: EngineEnv, limit: float) -> str:
         + ", ".join(f"{k} x{n}" for k, n in sorted(sh.maintenance.items()))
     )
     if sh.errors or sh.violations:
-        crashed = crash_lines(env.log_since(offset))
+        crashed = crash_lines(env.server.log_since(offset))
         raise CheckFailed(
             (f"server crashed: {' | '.join(crashed[:3])}; " if crashed else "")
             + f"{len(sh.errors)} errors, {sh.n_violations} invariant violations: "
@@ -295,7 +297,7 @@ def stress(env: EngineEnv, limit: float) -> str:
         )
     if sh.writers_done != [TX_PER_WRITER] * WRITERS:
         raise CheckFailed(f"the writers stopped early: {sh.writers_done}\n{what}")
-    with env.connect(DB) as c:
+    with env.server.connect(DB) as c:
         d = nvmstats.delta(before, nvmstats.read_stats(c))
     if env.engine == "se2":
         if d["redirects"] <= 0 or d["cow_copies"] <= 0:
@@ -333,7 +335,7 @@ def stress(env: EngineEnv, limit: float) -> str:
         else:
             source = f"same as base ({ref[1]})"
     amc = run_amcheck(env, [DB], max(60.0, limit / 3), "stress-amcheck.log")
-    with contextlib.suppress(Exception), env.connect() as c:
+    with contextlib.suppress(Exception), env.server.connect() as c:
         c.execute(f"DROP DATABASE IF EXISTS {DB}")
     return (
         f"{what}; 0 errors, 0 violations; {nvmstats.fmt(d, ('redirects', 'cow_copies'))}; "

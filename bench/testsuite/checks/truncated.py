@@ -95,9 +95,9 @@ def _probe_with(c: psycopg.Connection, settings: dict[str, str], sql: str) -> li
 
 
 def truncated(env: EngineEnv, limit: float) -> str:
-    offset = env.log_offset()
-    pid_before = env.cluster.pid()
-    with env.connect() as c:
+    offset = env.server.log_offset()
+    pid_before = env.server.postmaster_pid()
+    with env.server.connect() as c:
         c.execute("CREATE EXTENSION IF NOT EXISTS pg_buffercache")
         c.execute("DROP TABLE IF EXISTS trunc_t")
         c.execute(
@@ -110,7 +110,7 @@ def truncated(env: EngineEnv, limit: float) -> str:
         c.execute("VACUUM ANALYZE trunc_t")
         c.execute("CHECKPOINT")
         relpath = c.execute("SELECT pg_relation_filepath('trunc_t')").fetchone()[0]  # type: ignore[index]
-        path = env.cluster.datadir / relpath
+        path = env.server.cluster.datadir / relpath
         size = path.stat().st_size
         if not 1 << 20 <= size <= 4 << 20:
             raise CheckFailed(f"trunc_t is {size} bytes, expected about 2 MB")
@@ -127,7 +127,7 @@ def truncated(env: EngineEnv, limit: float) -> str:
             raise CheckFailed(f"{left} buffers of trunc_t still cached after eviction {ev}")
 
         # a sequential scan that starts before the cut: it sized the table at 100%
-        with env.connect(autocommit=False) as early:
+        with env.server.connect(autocommit=False) as early:
             early.execute("SET max_parallel_workers_per_gather = 0")
             early.execute("DECLARE cur NO SCROLL CURSOR FOR SELECT id, length(pad) FROM trunc_t")
             first = early.execute("FETCH 10 FROM cur").fetchall()
@@ -153,12 +153,13 @@ def truncated(env: EngineEnv, limit: float) -> str:
             early.rollback()
         if c.execute("SELECT 1").fetchone() != (1,):
             raise CheckFailed("SELECT 1 failed on the same connection after the probes")
-    with env.connect() as c:
+    with env.server.connect() as c:
         c.execute("SELECT 1")
         c.execute("DROP TABLE trunc_t")
-    if env.cluster.pid() != pid_before:
+    if env.server.postmaster_pid() != pid_before:
         raise CheckFailed(
-            f"postmaster pid changed ({pid_before} -> {env.cluster.pid()}): the server restarted"
+            f"postmaster pid changed ({pid_before} -> {env.server.postmaster_pid()}): "
+            "the server restarted"
         )
     problems = env.log_problems_since(offset)
     if problems:
