@@ -46,23 +46,30 @@ def _pool(**kw: object) -> nvmstats.PrefetchPool:
     row = {
         "mode": "helper",
         "mapping": "m1",
+        "distance": 64,
         "helpers": 1,
         "scheme": "M1",
         "fallback": None,
-        "tids": [501],
-        "cpus": [1],
+        "helper_tids": [501],
+        "helper_cpus": [1],
         "jobs_enqueued": 10,
+        "jobs_dropped": 0,
         "jobs_done": 9,
+        "jobs_skipped": 0,
         "fault_errors": 0,
+        "helper_cpu_ms": 1.5,
     }
-    row.update(kw)
-    return nvmstats.prefetch_pool(tuple(row.values()))
+    row.update({("helper_" + k if k in ("tids", "cpus") else k): v for k, v in kw.items()})
+    return nvmstats.prefetch_pool(row)
 
 
 def test_prefetch_pool_from_a_row() -> None:
     p = _pool()
     assert p.tids == (501,) and p.cpus == (1,) and p.jobs_enqueued == 10
-    none = nvmstats.prefetch_pool(("off", "m1", 0, None, None, None, None, None, None, None))
+    cols = ("scheme", "fallback", "helper_tids", "helper_cpus", "jobs_enqueued", "jobs_done")
+    none = nvmstats.prefetch_pool(
+        {"mode": "off", "mapping": "m1", "distance": 64, "helpers": 0, **dict.fromkeys(cols)}
+    )
     assert none.helpers == 0 and none.tids == () and none.jobs_enqueued == 0
     assert "no helpers" in none.describe() and "tids [501]" in p.describe()
 

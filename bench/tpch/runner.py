@@ -55,7 +55,7 @@ import psycopg
 import psycopg.errors
 
 from bench.core import cluster as clu
-from bench.core import configs, paths, procfs, topology, ui
+from bench.core import configs, counters, paths, procfs, topology, ui
 from bench.core.build import ensure_built
 from bench.core.configs import Config
 from bench.tpch import compare, data, measure, queries, report, stats, targets
@@ -505,7 +505,7 @@ class Runner:
                 if nvm0 is not None:
                     nvm1 = _pgnvm_stats(conn, tg)
                     if nvm1 is not None:
-                        rec["pgnvm_stats"] = {k: v - nvm0.get(k, 0) for k, v in nvm1.items()}
+                        rec["pgnvm_stats"] = counters.delta(nvm0, nvm1)
                 if cfg.helper_mapping and tg.has_prefetch_fn:
                     rec["prefetch"] = _pgnvm_prefetch(conn, tg)
                 self._after_run(conn, cfg, q, sql, rec)
@@ -673,31 +673,15 @@ class Runner:
         ui.info(f"results in {self.writer.out} (report.md, report.html, runs.jsonl, runs.csv)")
 
 
-_PGNVM_STATS_COLS = (
-    "mapped_reads",
-    "redirects",
-    "cow_copies",
-    "prefetch_jobs",
-    "prefetch_bytes",
-    "prefetch_dropped",
-)
-
-
 def _pgnvm_stats(conn: psycopg.Connection, tg: targets.Target) -> dict[str, int] | None:
-    """The server-wide counters of the pgnvm_stats view (since the server started; summed
-    over every process slot, so parallel workers and I/O workers count too)."""
+    """pgnvm's counters (since the server started; summed over every process slot, so
+    parallel workers and I/O workers count too), None without the extension."""
     if not tg.pgnvm_schema:
         return None
     try:
-        cur = conn.execute(
-            f"select {', '.join(_PGNVM_STATS_COLS)} from {tg.pgnvm_schema}.pgnvm_stats"
-        )
-        row = cur.fetchone()
+        return counters.read_counters(conn, tg.pgnvm_schema)
     except psycopg.errors.UndefinedColumn:  # an older build's view
         return None
-    if row is None:
-        return None
-    return {k: int(v or 0) for k, v in zip(_PGNVM_STATS_COLS, row, strict=True)}
 
 
 def _pgnvm_prefetch(conn: psycopg.Connection, tg: targets.Target) -> dict[str, Any]:
@@ -705,18 +689,11 @@ def _pgnvm_prefetch(conn: psycopg.Connection, tg: targets.Target) -> dict[str, A
     helper threads and CPUs, the pool's job counters and helper CPU as the library counts it
     (this backend's pool only; parallel workers have pools of their own)."""
     try:
-        cur = conn.execute(f"select * from {tg.pgnvm_schema}.pgnvm_prefetch()")
+        return counters.read_prefetch_pool(conn, tg.pgnvm_schema)
     except psycopg.errors.Error as e:
         if conn.broken or conn.closed:
             raise
         return {"error": str(e).strip()}
-    cols = [d.name for d in cur.description or []]
-    row = cur.fetchone()
-    if row is None:
-        return {}
-    return {
-        k: (list(v) if isinstance(v, list | tuple) else v) for k, v in zip(cols, row, strict=True)
-    }
 
 
 def _run_line(i: int, n: int, rec: dict[str, Any]) -> str:

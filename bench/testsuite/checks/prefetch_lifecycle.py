@@ -49,7 +49,7 @@ from typing import Any
 import psycopg
 from psycopg import errors
 
-from bench.core import procfs
+from bench.core import counters, procfs
 from bench.testsuite import errmatch, nvmstats, proctasks
 from bench.testsuite.checks.redirect import find_plan_node
 from bench.testsuite.checks.strace_check import scan_stats
@@ -393,9 +393,9 @@ def _helper_lifecycle(ctx: _Ctx) -> None:
     _evict(c)
     p0 = u.pool()
     u.threads_are(p0.tids, "a new backend")
-    before = nvmstats.read_stats(u.conn)
+    before = counters.read_counters(u.conn)
     found = u.conn.execute(lookup, (ids,)).fetchone()[0]  # type: ignore[index]
-    d = nvmstats.delta(before, nvmstats.read_stats(u.conn))
+    d = counters.delta(before, counters.read_counters(u.conn))
     u.conn.execute("RESET ALL")
     u.conn.execute("SET max_parallel_workers_per_gather = 0")
     if found != len(ids):
@@ -411,12 +411,12 @@ def _helper_lifecycle(ctx: _Ctx) -> None:
             f"{p0.describe()} -> {p.describe()}"
         )
     u.threads_are(p.tids, "after index lookups")
-    pf_before = nvmstats.read_prefetch_stats(c)
+    pf_before = counters.read_counters(c)
     missed = _first_scan(ctx, u, "first seq scan")
     p = u.pool()
     require_pool(p, f"after the first seq scan ({missed})")
     u.threads_are(p.tids, "after the first seq scan")
-    pf = nvmstats.delta_prefetch(pf_before, nvmstats.read_prefetch_stats(c))
+    pf = counters.delta(pf_before, counters.read_counters(c))
     accepted = p.jobs_enqueued - p0.jobs_enqueued  # p0: no pool (0) or the same one
     if pf["prefetch_jobs"] < accepted:
         raise CheckFailed(
@@ -519,9 +519,9 @@ def _settings_change(ctx: _Ctx) -> None:
             require_pool(old, "nvm_prefetch back to helper")
             s.threads_are(old.tids, "nvm_prefetch back to helper")
         s.conn.execute(f"SET nvm_prefetch = '{mode}'")
-        pf_before = nvmstats.read_prefetch_stats(c)
+        pf_before = counters.read_counters(c)
         s.scan(ctx.rows, f"scan with nvm_prefetch={mode}")
-        pf = nvmstats.delta_prefetch(pf_before, nvmstats.read_prefetch_stats(c))
+        pf = counters.delta(pf_before, counters.read_counters(c))
         now = s.pool()
         if now.helpers or now.tids:
             raise CheckFailed(
@@ -573,11 +573,11 @@ def _no_helpers(ctx: _Ctx) -> None:
     if not se2:
         b.conn.execute("SET nvm_prefetch = helper")
     mode = "helper" if not se2 else ctx.mode
-    pf_before = nvmstats.read_prefetch_stats(c)
-    before = nvmstats.read_stats(c)
+    pf_before = counters.read_counters(c)
+    before = counters.read_counters(c)
     missed = _first_scan(ctx, b, "seq scan")
-    d = nvmstats.delta(before, nvmstats.read_stats(c))
-    pf = nvmstats.delta_prefetch(pf_before, nvmstats.read_prefetch_stats(c))
+    d = counters.delta(before, counters.read_counters(c))
+    pf = counters.delta(pf_before, counters.read_counters(c))
     p = b.pool()
     if p.mode != mode:
         raise CheckFailed(f"pgnvm_prefetch() reports mode {p.mode}, expected {mode}")
@@ -612,7 +612,7 @@ def _parallel(ctx: _Ctx) -> None:
     if env.engine != "se2":
         b.conn.execute("SET nvm_prefetch = helper")
     leader_before = b.pool()
-    pf_before = nvmstats.read_prefetch_stats(c)
+    pf_before = counters.read_counters(c)
     _evict(c)
     bg = b.background(
         "EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) "
@@ -632,7 +632,7 @@ def _parallel(ctx: _Ctx) -> None:
     planned, launched = gather_workers(outcome.result[0][0])
     if launched < 1:
         raise CheckFailed(f"parallel scan: {launched} of {planned} workers launched")
-    pf = nvmstats.delta_prefetch(pf_before, nvmstats.read_prefetch_stats(c))
+    pf = counters.delta(pf_before, counters.read_counters(c))
     leader = b.pool()
 
     def leftovers() -> str | None:

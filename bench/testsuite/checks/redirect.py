@@ -25,6 +25,7 @@ from typing import Any
 
 import psycopg
 
+from bench.core import counters
 from bench.testsuite import nvmstats
 from bench.testsuite.checks.strace_check import scan_stats
 from bench.testsuite.context import EngineEnv
@@ -79,7 +80,7 @@ def expect_redirects(
         if got < need:
             raise CheckFailed(
                 f"{what}: {misses} block misses but redirects grew by only {got} "
-                f"(expected >= {need}); {nvmstats.fmt(d)}"
+                f"(expected >= {need}); {counters.fmt(d)}"
             )
         if d["bytes_not_copied"] != got * nvmstats.BLCKSZ:
             raise CheckFailed(
@@ -96,7 +97,7 @@ def expect_redirects(
             f"{d['bytes_not_copied'] >> 20} MB, {table_redirected} redirected buffers of {TABLE}"
         )
     if got != 0 or d["bytes_not_copied"] != 0 or d["cow_copies"] != 0:
-        raise CheckFailed(f"{what}: {engine} must never redirect, yet {nvmstats.fmt(d)}")
+        raise CheckFailed(f"{what}: {engine} must never redirect, yet {counters.fmt(d)}")
     if table_redirected:
         raise CheckFailed(f"{what}: {engine} shows {table_redirected} redirected buffers")
     out = f"{what}: {misses} misses, redirects+0"
@@ -151,12 +152,12 @@ def redirect(env: EngineEnv, limit: float) -> str:
 
         # 1. sequential scan
         c.execute("SET max_parallel_workers_per_gather = 0")
-        before = nvmstats.read_stats(c)
+        before = counters.read_counters(c)
         plan = c.execute(
             "EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, FORMAT JSON) "
             f"SELECT count(*), sum(length(pad)) FROM {TABLE}"
         ).fetchone()[0]  # type: ignore[index]
-        d = nvmstats.delta(before, nvmstats.read_stats(c))
+        d = counters.delta(before, counters.read_counters(c))
         scanned, misses = scan_stats(plan)
         if scanned != rows:
             raise CheckFailed(f"the seq scan returned {scanned} rows, expected {rows}")
@@ -181,12 +182,12 @@ def redirect(env: EngineEnv, limit: float) -> str:
         if left:
             raise CheckFailed(f"{len(left)} buffers of {TABLE} still cached after eviction {ev}")
         _set(c, INDEX_ONLY)
-        before = nvmstats.read_stats(c)
+        before = counters.read_counters(c)
         plan = c.execute(
             "EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, FORMAT JSON) "
             f"SELECT count(*), sum(length(pad)) FROM {TABLE} WHERE id = ANY('{id_array}'::int[])"
         ).fetchone()[0]  # type: ignore[index]
-        d = nvmstats.delta(before, nvmstats.read_stats(c))
+        d = counters.delta(before, counters.read_counters(c))
         found, read_blocks = index_scan_stats(plan)
         if found != LOOKUPS:
             raise CheckFailed(f"the index scan found {found} rows, expected {LOOKUPS}")

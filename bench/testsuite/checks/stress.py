@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.testsuite import nvmstats, stressmodel
+from bench.core import counters
+from bench.testsuite import stressmodel
 from bench.testsuite.checks.amcheck import run_amcheck
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.digest import digest_rows
@@ -275,7 +276,7 @@ def stress(env: EngineEnv, limit: float) -> str:
     _setup(env)
     offset = env.server.log_offset()
     with env.server.connect(DB) as c:
-        before = nvmstats.read_stats(c)
+        before = counters.read_counters(c)
     sh = Shared()
     load_s = _run_load(env, plans, sh)
     scans = ", ".join(
@@ -298,12 +299,12 @@ def stress(env: EngineEnv, limit: float) -> str:
     if sh.writers_done != [TX_PER_WRITER] * WRITERS:
         raise CheckFailed(f"the writers stopped early: {sh.writers_done}\n{what}")
     with env.server.connect(DB) as c:
-        d = nvmstats.delta(before, nvmstats.read_stats(c))
+        d = counters.delta(before, counters.read_counters(c))
     if env.engine == "se2":
         if d["redirects"] <= 0 or d["cow_copies"] <= 0:
-            raise CheckFailed(f"se2 under load neither redirected nor copied: {nvmstats.fmt(d)}")
+            raise CheckFailed(f"se2 under load neither redirected nor copied: {counters.fmt(d)}")
     elif d["redirects"] or d["cow_copies"] or d["hints_skipped"]:
-        raise CheckFailed(f"{env.engine} must never redirect: {nvmstats.fmt(d)}")
+        raise CheckFailed(f"{env.engine} must never redirect: {counters.fmt(d)}")
 
     digest, n, groups = _table_digest(env)
     want_groups = [(g, st.v, st.v, ROWS_PER_GROUP) for g, st in sorted(expected.items())]
@@ -338,6 +339,6 @@ def stress(env: EngineEnv, limit: float) -> str:
     with contextlib.suppress(Exception), env.server.connect() as c:
         c.execute(f"DROP DATABASE IF EXISTS {DB}")
     return (
-        f"{what}; 0 errors, 0 violations; {nvmstats.fmt(d, ('redirects', 'cow_copies'))}; "
+        f"{what}; 0 errors, 0 violations; {counters.fmt(d, ('redirects', 'cow_copies'))}; "
         f"digest {digest} = expected [{source}]; {amc}"
     )
