@@ -168,7 +168,7 @@ def test_pick_port_avoids_other_clusters_and_busy_ports(monkeypatch: pytest.Monk
 
 
 def test_amcheck_findings_ignore_only_the_install_notice() -> None:
-    from bench.testsuite.checks.amcheck import findings
+    from bench.testsuite.pgamcheck import findings
 
     notice = 'NOTICE:  extension "amcheck" already exists, skipping'
     assert findings("") == [] and findings(f"{notice}\n{notice}\n") == []

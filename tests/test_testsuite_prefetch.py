@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from bench.testsuite import nvmstats, proctasks
+from bench.testsuite import nvmstats, plans, proctasks
 from bench.testsuite.checks import prefetch_lifecycle as pl
 from bench.testsuite.model import CheckFailed
 
@@ -105,9 +105,9 @@ def test_gather_workers() -> None:
             }
         }
     ]
-    assert pl.gather_workers(plan) == (2, 1)
+    assert plans.gather_workers(plan) == (2, 1)
     with pytest.raises(CheckFailed, match="no Gather"):
-        pl.gather_workers([{"Plan": {"Node Type": "Seq Scan"}}])
+        plans.gather_workers([{"Plan": {"Node Type": "Seq Scan"}}])
 
 
 def test_worker_of() -> None:

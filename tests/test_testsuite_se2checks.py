@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from bench.core import counters
-from bench.testsuite import nvmstats
+from bench.testsuite import nvmstats, plans
 from bench.testsuite.checks import cow, redirect
 from bench.testsuite.checks.prefetch_check import summary
 from bench.testsuite.model import CheckFailed
@@ -71,9 +71,9 @@ def test_index_scan_stats() -> None:
             }
         }
     ]
-    assert redirect.index_scan_stats(plan) == (600, 900)
+    assert plans.index_scan_stats(plan) == (600, 900)
     with pytest.raises(CheckFailed, match="no Index Scan"):
-        redirect.index_scan_stats([{"Plan": {"Node Type": "Seq Scan"}}])
+        plans.index_scan_stats([{"Plan": {"Node Type": "Seq Scan"}}])
 
 
 def test_block_of_ctid() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import shutil
 from dataclasses import dataclass, field
@@ -59,6 +60,23 @@ class RunState:
         self.reference_file.write_text(json.dumps(doc, indent=2) + "\n")
 
 
+@dataclass(frozen=True)
+class Reference:
+    """A value of stock base to compare with: ``value`` None when there is none yet;
+    ``recorded`` when this configuration is base and has just recorded it."""
+
+    value: Any
+    source: str
+    recorded: bool
+
+
+def source_key(name: str, *sources: str | Path) -> str:
+    """A reference key valid for these source files only: ``<name>:<hash of their bytes>``
+    (a cached reference of an earlier run is ignored as soon as any of them changed)."""
+    data = b"".join(Path(s).read_bytes() for s in sources)
+    return f"{name}:" + hashlib.sha256(data).hexdigest()[:16]
+
+
 def pick_port(start: int, taken: set[int]) -> int:
     """A port for a test cluster that no other pgnvm cluster is configured for and nothing
     listens on (starting a cluster on a port another cluster holds is refused)."""
@@ -105,6 +123,17 @@ class EngineEnv:
     @property
     def records_reference(self) -> bool:
         return self.config.is_reference
+
+    def reference(self, key: str, value: Any) -> Reference:
+        """Stock base records ``value`` under ``key``; any other configuration gets base's
+        value (of this run, else cached by an earlier one) and where it came from."""
+        if self.records_reference:
+            self.run.store_reference(key, value)
+            return Reference(value, "recorded as reference", recorded=True)
+        got = self.run.load_reference(key)
+        if got is None:
+            return Reference(None, "", recorded=False)
+        return Reference(got[0], got[1], recorded=False)
 
     # ---- lifecycle
 

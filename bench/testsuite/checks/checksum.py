@@ -18,23 +18,19 @@ two. The server stays up.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
-from bench.testsuite.checks.truncated import against_base, describe
 from bench.testsuite.context import EngineEnv
-from bench.testsuite.errmatch import DATA_CORRUPTED, normalise_message
+from bench.testsuite.errmatch import DATA_CORRUPTED
 from bench.testsuite.model import CheckFailed
+from bench.testsuite.outcomes import against_base, describe, outcome, query_with
 
 ROWS = 8_000  # ~1 MB heap
 BLOCK = 7  # the block that gets corrupted
 BLCKSZ = 8192
 INDEX_ONLY = {"enable_seqscan": "off", "enable_bitmapscan": "off", "enable_indexonlyscan": "off"}
-REFERENCE_KEY = "checksum:" + hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 MUST_FAIL = ("seqscan", "index fetch")
 
 
@@ -81,20 +77,7 @@ def checksum(env: EngineEnv, limit: float) -> str:
 
         def probe(settings: dict[str, str], sql: str) -> dict[str, Any]:
             evict()
-            try:
-                for k, v in settings.items():
-                    c.execute(f"SET {k} = '{v}'")
-                rows = c.execute(sql).fetchall()
-                return {"result": [list(map(str, r)) for r in rows]}
-            except psycopg.Error as e:
-                msg = e.diag.message_primary or str(e)
-                return {
-                    "sqlstate": e.diag.sqlstate,
-                    "message": normalise_message(msg, {relpath: "<relfile>"}),
-                }
-            finally:
-                if not c.broken:
-                    c.execute("RESET ALL")
+            return outcome(relpath, lambda: query_with(c, settings, sql))
 
         no_par = {"max_parallel_workers_per_gather": "0"}
         outcomes = {
@@ -128,4 +111,4 @@ def checksum(env: EngineEnv, limit: float) -> str:
             "ignore_checksum_failure: expected all rows, "
             f"{describe(outcomes['seqscan, ignore_checksum_failure'])}"
         )
-    return against_base(env, REFERENCE_KEY, outcomes)
+    return against_base(env, "checksum", __file__, outcomes)

@@ -10,9 +10,9 @@ import time
 import psycopg
 
 from bench.testsuite.acks import AckLog, verify_acks
-from bench.testsuite.checks.amcheck import run_amcheck
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.model import CheckFailed
+from bench.testsuite.pgamcheck import run_amcheck
 from bench.testsuite.proc import Background
 
 DB = "crashtest"

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
+from bench.core.configs import REFERENCE
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.digest import compare_digests, digest_rows
 from bench.testsuite.model import CheckFailed
@@ -287,14 +288,12 @@ def differential(env: EngineEnv, limit: float) -> str:
         raise CheckFailed(
             "query did not use the plan it exists to test: " + " | ".join(plan_problems)
         )
-    key = query_set_key()
-    if env.records_reference:
-        env.run.store_reference(key, digests)
+    ref = env.reference(query_set_key(), digests)
+    if ref.recorded:
         return f"{len(digests)} query digests recorded as the reference"
-    ref = env.run.load_reference(key)
-    if ref is None:
-        raise CheckFailed("no base digests for this query set: run with base in --engines")
-    expected, source = ref
+    if ref.value is None:
+        raise CheckFailed(f"no base digests for this query set: run with {REFERENCE} in --configs")
+    expected, source = ref.value, ref.source
     mismatches = compare_digests(expected, digests, env.label)
     if mismatches:
         raise CheckFailed(

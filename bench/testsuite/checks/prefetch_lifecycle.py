@@ -38,7 +38,6 @@ crash or restart line in the server log.
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import threading
 import time
@@ -51,10 +50,9 @@ from psycopg import errors
 
 from bench.core import counters, procfs
 from bench.testsuite import errmatch, nvmstats, proctasks
-from bench.testsuite.checks.redirect import find_plan_node
-from bench.testsuite.checks.strace_check import scan_stats
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.model import CheckFailed
+from bench.testsuite.plans import gather_workers, scan_stats
 
 TABLE = "pf_t"
 ROLE = "pgnvm_pf_user"
@@ -98,15 +96,6 @@ def crash_lines(log_text: str) -> list[str]:
     out = errmatch.log_problems(log_text)
     out += [m.group(0).strip() for m in _RESTART_RE.finditer(log_text) if m.group(0) not in out]
     return out
-
-
-def gather_workers(explain_json: Any) -> tuple[int, int]:
-    """(workers planned, workers launched) of the Gather in EXPLAIN (ANALYZE, FORMAT JSON)."""
-    doc = json.loads(explain_json) if isinstance(explain_json, str) else explain_json
-    node = find_plan_node(doc[0]["Plan"], "Gather")
-    if node is None:
-        raise CheckFailed(f"no Gather in the plan: {json.dumps(doc)[:1000]}")
-    return int(node.get("Workers Planned", 0)), int(node.get("Workers Launched", 0))
 
 
 def worker_of(title: str, leader: int) -> bool:

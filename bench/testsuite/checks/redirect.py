@@ -19,7 +19,6 @@ se1/se2 is the ``strace`` check's job.
 
 from __future__ import annotations
 
-import json
 import random
 from typing import Any
 
@@ -27,9 +26,9 @@ import psycopg
 
 from bench.core import counters
 from bench.testsuite import nvmstats
-from bench.testsuite.checks.strace_check import scan_stats
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.model import CheckFailed
+from bench.testsuite.plans import index_scan_stats, scan_stats
 
 TABLE = "redir_t"
 SIZE_FACTOR = 2.5  # table size / shared_buffers
@@ -47,26 +46,6 @@ def slack(n: int) -> int:
     """How many of ``n`` misses may go without a redirect (e.g. a block another process
     read in meanwhile, or read by a non-redirecting path)."""
     return 8 + n // 100
-
-
-def find_plan_node(plan: dict[str, Any], node_type: str) -> dict[str, Any] | None:
-    """The first node of ``node_type`` in an EXPLAIN (FORMAT JSON) plan tree, depth first."""
-    if plan.get("Node Type") == node_type:
-        return plan
-    for child in plan.get("Plans", []):
-        found = find_plan_node(child, node_type)
-        if found is not None:
-            return found
-    return None
-
-
-def index_scan_stats(explain_json: Any) -> tuple[int, int]:
-    """(rows, shared blocks read) of the Index Scan in EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)."""
-    doc = json.loads(explain_json) if isinstance(explain_json, str) else explain_json
-    node = find_plan_node(doc[0]["Plan"], "Index Scan")
-    if node is None:
-        raise CheckFailed(f"no Index Scan in the plan: {json.dumps(doc)[:1000]}")
-    return int(float(node["Actual Rows"])), int(node["Shared Read Blocks"])
 
 
 def expect_redirects(

@@ -9,17 +9,16 @@ proves the check can fail.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import signal
 import time
 from pathlib import Path
-from typing import Any
 
 from bench.core import procfs
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.model import CheckFailed, CheckSkipped
+from bench.testsuite.plans import scan_stats
 from bench.testsuite.proc import Background, is_root
 
 SYSCALLS = "pread64,preadv,preadv2"
@@ -45,25 +44,6 @@ def _ptrace_scope() -> int:
         return int(procfs.sysctl("kernel.yama.ptrace_scope") or 0)
     except ValueError:
         return 0
-
-
-def _find_node(plan: dict[str, Any], node_type: str) -> dict[str, Any] | None:
-    if plan.get("Node Type") == node_type:
-        return plan
-    for child in plan.get("Plans", []):
-        found = _find_node(child, node_type)
-        if found is not None:
-            return found
-    return None
-
-
-def scan_stats(explain_json: Any) -> tuple[int, int]:
-    """(rows, shared blocks read) of the Seq Scan in EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)."""
-    doc = json.loads(explain_json) if isinstance(explain_json, str) else explain_json
-    node = _find_node(doc[0]["Plan"], "Seq Scan")
-    if node is None:
-        raise CheckFailed(f"no Seq Scan in the plan: {json.dumps(doc)[:1000]}")
-    return int(float(node["Actual Rows"])), int(node["Shared Read Blocks"])
 
 
 def _wait_attached(log: Path, pids: list[int], timeout: float = 20) -> None:

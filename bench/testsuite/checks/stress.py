@@ -23,22 +23,20 @@ and the one base recorded for the same seed.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import random
 import re
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from bench.core import counters
 from bench.testsuite import stressmodel
-from bench.testsuite.checks.amcheck import run_amcheck
-from bench.testsuite.context import EngineEnv
+from bench.testsuite.context import EngineEnv, source_key
 from bench.testsuite.digest import digest_rows
 from bench.testsuite.model import CheckFailed
+from bench.testsuite.pgamcheck import run_amcheck
 
 DB = "stresstest"
 GROUPS = 64
@@ -81,7 +79,7 @@ SCANS: dict[str, tuple[dict[str, str], str, str]] = {
     ),
 }
 #: cached base digests are only valid for this very check (any edit invalidates them)
-REFERENCE_PREFIX = "stress:" + hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+REFERENCE_PREFIX = source_key("stress", __file__)
 
 
 @dataclass
@@ -323,18 +321,17 @@ def stress(env: EngineEnv, limit: float) -> str:
             f"table digest {digest}/{n} != {expected_digest}/{expected_n} computed from the "
             "writers' sequences (v agrees per group: a pad differs)"
         )
-    key = f"{REFERENCE_PREFIX}:{seed}"
-    if env.records_reference:
-        env.run.store_reference(key, digest)
-        source = "recorded as reference"
+    ref = env.reference(f"{REFERENCE_PREFIX}:{seed}", digest)
+    if ref.recorded:
+        source = ref.source
+    elif ref.value is None:
+        source = f"no base run with seed {seed} to compare with"
+    elif ref.value != digest:
+        raise CheckFailed(
+            f"table digest {digest} != base's {ref.value} ({ref.source}, seed {seed})"
+        )
     else:
-        ref = env.run.load_reference(key)
-        if ref is None:
-            source = f"no base run with seed {seed} to compare with"
-        elif ref[0] != digest:
-            raise CheckFailed(f"table digest {digest} != base's {ref[0]} ({ref[1]}, seed {seed})")
-        else:
-            source = f"same as base ({ref[1]})"
+        source = f"same as base ({ref.source})"
     amc = run_amcheck(env, [DB], max(60.0, limit / 3), "stress-amcheck.log")
     with contextlib.suppress(Exception), env.server.connect() as c:
         c.execute(f"DROP DATABASE IF EXISTS {DB}")
