@@ -21,8 +21,8 @@ from bench.tpch import (
     report,
     runner,
     schema,
-    stats,
 )
+from bench.tpch.report import statistics as stats
 
 # --------------------------------------------------------------------------- queries
 
@@ -371,11 +371,13 @@ def test_report_renders(tmp_path: Path) -> None:
     ]
     rpt = report.Report(
         tmp_path,
-        _plan(names, qs),
-        {"cpus": 2, "hardware_counters": "x"},
-        recs,
-        mism,
-        {(1, "nvm_se1"): "Seq Scan", (1, "disk_base"): "Index"},
+        report.Analysis(
+            _plan(names, qs),
+            {"cpus": 2, "hardware_counters": "x"},
+            recs,
+            mism,
+            {(1, "nvm_se1"): "Seq Scan", (1, "disk_base"): "Index"},
+        ),
     )
     rpt.write()
     md = (tmp_path / "report.md").read_text()
@@ -406,7 +408,7 @@ def test_report_rebuild(tmp_path: Path) -> None:
     (tmp_path / "env.json").write_text(json.dumps({"cpus": 2}))
     (tmp_path / "runs.jsonl").write_text("".join(json.dumps(_rec(n, 1, 1.0)) + "\n" for n in names))
     rep = report.rebuild(tmp_path)
-    assert rep.baseline == "nvm_base_sync"  # nvm_base_worker did not run
+    assert rep.a.baseline == "nvm_base_sync"  # nvm_base_worker did not run
     assert "Correctness: OK" in (tmp_path / "report.md").read_text()
 
 
@@ -501,10 +503,10 @@ def test_report_helper_cpu(tmp_path: Path) -> None:
             recs.append(r)
     plan = _plan(names, [1, 6])
     plan["unavailable"] = {"nvm_se2_m2": "no SMT sibling: CPUs 0-1 are one thread per core"}
-    rpt = report.Report(tmp_path, plan, {"cpus": 2}, recs, [])
-    assert rpt.helper_configs == ["nvm_se2_m1"]
-    assert rpt.helper_total("nvm_se2_m1") == pytest.approx(1.6)
-    assert rpt.helper_total("nvm_se2") is None
+    rpt = report.Report(tmp_path, report.Analysis(plan, {"cpus": 2}, recs, []))
+    assert rpt.a.helper_configs == ["nvm_se2_m1"]
+    assert rpt.a.helper_total("nvm_se2_m1") == pytest.approx(1.6)
+    assert rpt.a.helper_total("nvm_se2") is None
     rpt.write()
     md = (tmp_path / "report.md").read_text()
     assert "## Prefetch helper threads" in md
@@ -589,7 +591,7 @@ def test_report_states_checksums(tmp_path: Path) -> None:
         plan = _plan(names, [1])
         if setting is not None:
             plan["data_checksums"] = setting
-        rpt = report.Report(out, plan, {"cpus": 2}, recs, [])
+        rpt = report.Report(out, report.Analysis(plan, {"cpus": 2}, recs, []))
         rpt.write()
         md = (out / "report.md").read_text()
         shown = setting or "on"

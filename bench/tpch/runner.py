@@ -58,7 +58,8 @@ from bench.core import cluster as clu
 from bench.core import configs, counters, paths, procfs, topology, ui
 from bench.core.build import ensure_built
 from bench.core.configs import Config
-from bench.tpch import compare, data, measure, queries, report, stats, targets
+from bench.tpch import compare, data, measure, queries, report, targets
+from bench.tpch.report import statistics as stats
 from bench.tpch.settings import (
     DEFAULT_CONFIGS,
     DEFAULT_PORT,
@@ -655,15 +656,10 @@ class Runner:
         self.writer.json("env.json", self.env)
         self.writer.json("mismatches.json", self.mismatches)
         try:
-            rep = report.Report(
-                self.writer.out,
-                self.plan_doc(),
-                self.env,
-                self.records,
-                self.mismatches,
-                self.plans,
-                interrupted,
+            analysis = report.Analysis(
+                self.plan_doc(), self.env, self.records, self.mismatches, self.plans, interrupted
             )
+            rep = report.Report(self.writer.out, analysis)
             rep.write()
             rep.print_summary()
         except Exception as e:  # the raw files are what matters; say what failed
