@@ -1,1 +1,1 @@
-"""Microbenchmarks: ``./pgnvm micro scan`` (engines on a table larger than shared_buffers)."""
+"""Microbenchmarks: ``./pgnvm micro scan`` (the configurations on a table larger than shared_buffers)."""

@@ -15,7 +15,8 @@ def _csv(text: str) -> list[str]:
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "micro",
-        help="microbenchmarks: scan (engines on a table larger than shared_buffers), prefetch",
+        help="microbenchmarks: scan (configurations on a table larger than shared_buffers), "
+        "prefetch",
     )
     sub = p.add_subparsers(dest="micro", required=True)
     s = sub.add_parser(

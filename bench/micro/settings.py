@@ -1,4 +1,4 @@
-"""``./pgnvm micro scan``: a table larger than shared_buffers, read by each engine.
+"""``./pgnvm micro scan``: a table larger than shared_buffers, read in each configuration.
 
 Two workloads over one table of ``--table-factor`` x shared_buffers (default 4x):
 
@@ -10,8 +10,9 @@ For every configuration of the catalogue named in ``--configs`` (:mod:`bench.cor
 e.g. ``nvm_base_sync,nvm_base_worker,nvm_se1,nvm_se2,nvm_se2_m1``; default
 ``nvm_base_worker,nvm_se1,nvm_se2``) and page size of the emulated NVM (``--pages 4k,2m``: a
 tmpfs with 4 KB pages, or one mounted ``huge=always``), the same data directory is started
-with the configuration's engine and settings. A configuration the built server or the CPU
-topology cannot run is skipped with the reason (``--list-configs``); ``mem_limit`` gets
+with the configuration's engine and settings. A configuration the built server refuses, or
+whose helper mapping the prefetching library cannot place (``nvmpf-topology``), is skipped
+with the reason (``--list-configs``); ``mem_limit`` gets
 shared_buffers for the whole table and its index, prewarmed after each start.
 Each run restarts the server (cold shared buffers; the file pages stay in the tmpfs, which
 is the "NVM"), opens a fresh connection and measures the statement's wall-clock time and
