@@ -232,14 +232,14 @@ class Bench:
                     srv.stop()
         summary = summarize(runs)
         text = render(summary)
-        notes = "".join(
-            f"\n{n}: not available: {why}" for n, why in self.unavailable.items()
-        ) + "".join(f"\n{n}: availability unknown: {why}" for n, why in self.unknown.items())
+        notes = [f"{n}: not available: {why}" for n, why in self.unavailable.items()]
+        notes += [f"{n}: availability unknown: {why}" for n, why in self.unknown.items()]
         (self.out / "summary.md").write_text(
             f"shared_buffers {self.sb_mb} MB, table ~{self.table_mb} MB, "
-            f"{self.args.lookups} index lookups, {self.args.repeat} runs each\n{notes}\n\n"
-            f"{text}\n"
+            f"{self.args.lookups} index lookups, {self.args.repeat} runs each\n"
+            + "".join(f"{n}\n" for n in notes)
+            + f"\n{text}\n"
         )
-        print(text + notes)
+        print("\n".join([text, *notes]))
         print(f"\nresults: {self.out}")
         return 1 if failed else 0

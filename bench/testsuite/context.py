@@ -1,4 +1,4 @@
-"""Per-run and per-engine state shared by the checks."""
+"""Per-run and per-configuration state shared by the checks."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ STATEMENT_TIMEOUT_MS = 300_000
 
 @dataclass
 class RunState:
-    """State of one ``./pgnvm test`` run, shared by all engines."""
+    """State of one ``./pgnvm test`` run, shared by all configurations."""
 
     stamp: str
     results_dir: Path  # repo/results/test-<stamp>/ (artifacts kept for the user)
