@@ -1,30 +1,29 @@
 """Command line of ``./pgnvm`` (``python -m bench``).
 
-Subcommands: ``build`` (bench/build.py), ``cluster`` (bench/cluster_cli.py), ``bootstrap``,
-and ``test`` when the test harness is present.
-
-Plug-in hook: each module of ``PLUGINS`` (e.g. ``bench.testsuite.cli``) that exists is
-imported and its ``register(subparsers)`` called; it adds its subcommand with
-``set_defaults(func=...)``, where ``func(args) -> int`` is the exit status. The test harness
-registers ``test`` that way. Plugins are not imported for the core commands (``CORE_COMMANDS``).
+Subcommands: ``build`` (bench/build_cli.py), ``cluster`` (bench/cluster_cli.py),
+``bootstrap``, and one per job: ``test`` (bench/testsuite/cli.py), ``tpch``
+(bench/tpch/cli.py), ``micro`` (bench/micro/cli.py). Each CLI module's
+``register(subparsers)`` adds its subcommand with ``set_defaults(func=...)``, where
+``func(args) -> int`` is the exit status.
 
 Ctrl-C / SIGTERM during any command stops the servers that command started (see
-``bench.cluster.stop_started``) and exits with 130 / 143.
+``bench.core.cluster.stop_started``) and exits with 130 / 143.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import signal
 import subprocess
 import sys
 from types import FrameType
 
-from bench import build, cluster, cluster_cli, osuser, paths, ui
-
-PLUGINS: tuple[str, ...] = ("bench.testsuite.cli", "bench.tpch.cli", "bench.micro.cli")
+from bench import build_cli, cluster_cli
+from bench.core import build, cluster, osuser, paths, storage, ui
+from bench.micro import cli as micro_cli
+from bench.testsuite import cli as test_cli
+from bench.tpch import cli as tpch_cli
 
 
 class Terminated(KeyboardInterrupt):
@@ -33,19 +32,6 @@ class Terminated(KeyboardInterrupt):
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise Terminated()
-
-
-def _load_plugin(modname: str):
-    """The plugin module, None if it is not in this checkout, or the exception importing it
-    raised (reported when its command is used, so a broken plugin cannot break `build`)."""
-    try:
-        return importlib.import_module(modname)
-    except ModuleNotFoundError as e:
-        if e.name is not None and modname.startswith(e.name):
-            return None
-        return e
-    except Exception as e:
-        return e
 
 
 def cmd_bootstrap(args: argparse.Namespace) -> int:
@@ -60,12 +46,7 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
     return 0
 
 
-#: Subcommands defined here: invoking one of them does not import the plugins (the test
-#: harness pulls in psycopg & co., which would slow every `./pgnvm build` / `cluster` call).
-CORE_COMMANDS = frozenset({"bootstrap", "build", "cluster"})
-
-
-def build_parser(load_plugins: bool = True) -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pgnvm",
         description="pgnvm: PostgreSQL 18 with persistent-memory storage engines. "
@@ -74,39 +55,18 @@ def build_parser(load_plugins: bool = True) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p = sub.add_parser("bootstrap", help="set up venv, apt packages, server user (idempotent)")
     p.set_defaults(func=cmd_bootstrap)
-    build.register(sub)
+    build_cli.register(sub)
     cluster_cli.register(sub)
-    broken: Exception | None = None
-    for modname in PLUGINS if load_plugins else ():
-        mod = _load_plugin(modname)
-        if isinstance(mod, Exception):
-            broken = mod
-        elif mod is not None:
-            mod.register(sub)
-    if "test" not in sub.choices:
-        p = sub.add_parser(
-            "test", help="run the test suite (harness not available)", add_help=False
-        )
-        p.add_argument("rest", nargs=argparse.REMAINDER)
-        p.set_defaults(func=lambda a: _missing("test", broken))
+    test_cli.register(sub)
+    tpch_cli.register(sub)
+    micro_cli.register(sub)
     return parser
-
-
-def _missing(cmd: str, broken: Exception | None) -> int:
-    if broken is not None:
-        ui.error(
-            f"'{cmd}' is not available: importing bench.testsuite failed: "
-            f"{type(broken).__name__}: {broken}"
-        )
-    else:
-        ui.error(f"'{cmd}' is not available: bench/testsuite is not in this checkout")
-    return 2
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     argv, psql_args = cluster_cli.split_psql(argv)
-    parser = build_parser(load_plugins=not argv or argv[0] not in CORE_COMMANDS)
+    parser = build_parser()
     args = parser.parse_args(argv)
     if psql_args is not None:
         args.psql_args = psql_args
@@ -127,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster.stop_started()
         ui.error("interrupted")
         return 130
-    except (build.BuildError, cluster.ClusterError) as e:
+    except (build.BuildError, cluster.ClusterError, storage.StorageError) as e:
         ui.error(str(e))
         return 1
     except subprocess.CalledProcessError as e:

@@ -1,4 +1,4 @@
-"""``./pgnvm cluster ...`` subcommands (the API lives in :mod:`bench.cluster`).
+"""``./pgnvm cluster ...`` subcommands (the API lives in :mod:`bench.core.cluster`).
 
     ./pgnvm cluster init    [--name N] [--engine E] [--storage nvm|disk] [--port P] [--huge]
                             [--flavour F] [-c name=value ...] [--force] [--no-build]
@@ -26,8 +26,8 @@ import argparse
 import json
 import sys
 
-from bench import build, ui
-from bench.cluster import (
+from bench.core import build, ui
+from bench.core.cluster import (
     ENGINES,
     STORAGES,
     Cluster,
@@ -37,7 +37,7 @@ from bench.cluster import (
     release,
     stop_all,
 )
-from bench.paths import FLAVOURS
+from bench.core.paths import FLAVOURS
 
 # Options of `cluster` that take a value (for splitting off psql's arguments).
 _VALUE_OPTIONS = {"--name", "--engine", "--storage", "--port", "--flavour", "-c", "--mode"}

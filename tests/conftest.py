@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import osuser
+from bench.core import osuser
 
 
 @pytest.fixture

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import build, osuser, paths
+from bench import build_cli
+from bench.core import build, osuser, paths
 
 # ----------------------------------------------------------------- versions and tarballs
 
@@ -396,5 +397,5 @@ def test_ensure_built_unknown_flavour() -> None:
 
 
 def test_build_cli_flavour_all() -> None:
-    assert build.flavours_for("all") == ["release", "check"]
-    assert build.flavours_for("check") == ["check"]
+    assert build_cli.flavours_for("all") == ["release", "check"]
+    assert build_cli.flavours_for("check") == ["check"]

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -8,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from bench import cli, cluster_cli
-from bench.cluster import Cluster, ClusterError, ClusterSpec
+from bench.core import configs, paths
+from bench.core.cluster import Cluster, ClusterError, ClusterSpec
 
 
 @pytest.mark.parametrize(
@@ -173,46 +175,77 @@ def test_main_psql_args_reach_psql(home: Path, monkeypatch: pytest.MonkeyPatch) 
     assert seen == {"args": ("-c", "SHOW nvm_storage_engine", "-tA"), "capture": False}
 
 
-def test_plugin_loading(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert cli._load_plugin("bench.no_such_plugin.cli") is None
-    assert cli._load_plugin("json.no_such_submodule_xyz") is None
-    # a plugin that exists but fails while importing is reported, not taken as absent
-    monkeypatch.setattr(
-        cli.importlib, "import_module", lambda name: (_ for _ in ()).throw(ImportError("boom"))
-    )
-    assert isinstance(cli._load_plugin("bench.testsuite.cli"), ImportError)
+def test_every_command_is_registered() -> None:
+    p = cli.build_parser()
+    sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(sub.choices) == {"bootstrap", "build", "cluster", "test", "tpch", "micro"}
+    a = p.parse_args(["test", "--configs", "nvm_base_worker,nvm_se2_m1", "--only", "crash"])
+    assert a.configs == ["nvm_base_worker", "nvm_se2_m1"] and a.only == ["crash"]
+    a = p.parse_args(["micro", "scan", "--configs", "nvm_base_worker,nvm_se2"])
+    assert a.configs == ["nvm_base_worker", "nvm_se2"]
+    assert p.parse_args(["micro", "scan"]).configs == ["nvm_base_worker", "nvm_se1", "nvm_se2"]
+    assert p.parse_args(["tpch", "--configs", "mem_limit"]).configs == ["mem_limit"]
+    for argv in (["test", "--engines", "base"], ["micro", "scan", "--io-methods", "sync"]):
+        with pytest.raises(SystemExit):
+            p.parse_args(argv)  # the old vocabulary is gone
 
 
-def test_test_stub_when_plugin_missing(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
-) -> None:
-    monkeypatch.setattr(cli, "PLUGINS", ("bench.no_such_plugin.cli",))
-    assert cli.main(["test", "anything"]) == 2
-    assert "not available" in capsys.readouterr().err
+def test_unknown_configuration_names_are_refused(capsys: pytest.CaptureFixture) -> None:
+    for argv in (
+        ["test", "--configs", "se2+helper", "--list"],
+        ["micro", "scan", "--configs", "se2_m1", "--list-configs"],
+        ["tpch", "--configs", "base"],
+    ):
+        with pytest.raises(SystemExit, match="unknown configuration"):
+            cli.main(argv)
+    with pytest.raises(SystemExit, match="mem_limit: shared_buffers sized to a database"):
+        cli.main(["test", "--configs", "mem_limit", "--list"])
+    with pytest.raises(SystemExit, match="disk_base: micro scan measures the emulated NVM"):
+        cli.main(["micro", "scan", "--configs", "disk_base"])
 
 
-def test_plugin_registers_subcommand(monkeypatch: pytest.MonkeyPatch) -> None:
-    mod = types.ModuleType("fake_plugin")
-
-    def register(sub):
-        p = sub.add_parser("test")
-        p.add_argument("--x", type=int)
-        p.set_defaults(func=lambda a: a.x)
-
-    mod.register = register
-    monkeypatch.setitem(sys.modules, "fake_plugin", mod)
-    monkeypatch.setattr(cli, "PLUGINS", ("fake_plugin",))
-    assert cli.main(["test", "--x", "5"]) == 5
+def test_test_list_shows_the_plan(home: Path, capsys: pytest.CaptureFixture) -> None:
+    assert cli.main(["test", "--list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("nvm_base_worker", "nvm_se1", "nvm_se2", "nvm_se2_inline", "nvm_se2_m1"):
+        assert f"  {name} " in out
+    assert "regress" in out and "tap_recovery" in out and "pytest" in out
+    assert cli.main(["test", "--configs", "nvm_base_worker,nvm_se2_m1", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "configurations (as given):" in out and "nvm_se1" not in out
+    assert "2 configurations x 17 checks + 2 once" in out
 
 
-def test_core_commands_do_not_load_plugins(monkeypatch: pytest.MonkeyPatch) -> None:
-    loaded: list[str] = []
-    monkeypatch.setattr(cli, "_load_plugin", lambda name: loaded.append(name))
-    monkeypatch.setattr(cli, "PLUGINS", ("some.plugin",))
-    cli.build_parser(load_plugins=False)
-    assert loaded == []
-    cli.build_parser()
-    assert loaded == ["some.plugin"]
+def test_list_configs_of_every_job(home: Path, capsys: pytest.CaptureFixture) -> None:
+    for argv in (["test", "--list-configs"], ["micro", "scan", "--list-configs"]):
+        assert cli.main(argv) == 0
+        out = capsys.readouterr().out
+        assert "nvm_se2_m1\n" in out or "nvm_se2_m1  (not in the default set)" in out
+        assert "unknown (build not present yet)" in out
+    assert cli.main(["tpch", "--list-configs"]) == 0
+    assert "mem_limit\n" in capsys.readouterr().out
+
+
+def test_help_names_the_configurations(capsys: pytest.CaptureFixture) -> None:
     with pytest.raises(SystemExit):
-        cli.main(["cluster", "--help"])
-    assert loaded == ["some.plugin"]  # `cluster` did not load it again
+        cli.main(["test", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for name in configs.NAMES:
+        if name != "mem_limit":
+            assert name in out, name
+    assert "Default: nvm_base_worker, nvm_se1, plus nvm_se2, nvm_se2_inline, nvm_se2_m1" in out
+
+
+def test_core_commands_stay_light() -> None:
+    """./pgnvm build and cluster do not pay for the jobs' client libraries (psycopg, the
+    test checks): the job CLIs import them in their command functions."""
+    code = (
+        "import sys, bench.cli; bench.cli.build_parser(); "
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('psycopg', 'matplotlib') "
+        "or m.startswith(('bench.testsuite.checks', 'bench.tpch.runner', 'bench.core.server')));"
+        "print(heavy); sys.exit(1 if heavy else 0)"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], cwd=paths.REPO_ROOT, capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import cluster as cl
-from bench import osuser
-from bench.cluster import Cluster, ClusterError, ClusterSpec
+from bench.core import cluster as cl
+from bench.core import osuser, procfs, storage
+from bench.core.cluster import Cluster, ClusterError, ClusterSpec
 
 # ----------------------------------------------------------------- spec
 
@@ -246,7 +246,7 @@ def _fake_postmaster() -> subprocess.Popen:
     script = 'exec -a /fake/bin/postgres bash -c "sleep 300 & sleep 300 & wait"'
     p = subprocess.Popen(["bash", "-c", script])
     deadline = time.monotonic() + 5
-    while len(cl._children(p.pid)) < 2 and time.monotonic() < deadline:
+    while len(procfs.children(p.pid)) < 2 and time.monotonic() < deadline:
         time.sleep(0.02)
     return p
 
@@ -255,14 +255,14 @@ def test_kill9_kills_postmaster_and_children(home: Path, tmp_path: Path) -> None
     c = Cluster(ClusterSpec(name="k", data_root=str(tmp_path)))
     c.datadir.mkdir(parents=True)
     pm = _fake_postmaster()
-    kids = cl._children(pm.pid)
+    kids = procfs.children(pm.pid)
     assert len(kids) == 2
     (c.datadir / "postmaster.pid").write_text(f"{pm.pid}\n{c.datadir}\n")
     assert c.is_running() and c.pid() == pm.pid
     c.kill9()
     pm.wait(timeout=5)
     assert pm.returncode == -9
-    assert not any(cl._alive(k) for k in kids)
+    assert not any(procfs.alive(k) for k in kids)
     assert not c.is_running()
 
 
@@ -370,7 +370,7 @@ def test_claim_datadir_of_other_home(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = tmp_path / "nvmroot"
-    monkeypatch.setattr(cl, "default_nvm_root", lambda huge: root)
+    monkeypatch.setattr(storage, "default_nvm_root", lambda huge: root)
     c = Cluster(ClusterSpec(name="same"))
     assert c.datadir == root / "same" / "data"
     (root / "same").mkdir(parents=True)

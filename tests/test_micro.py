@@ -1,19 +1,33 @@
 """Pure logic of ./pgnvm micro scan."""
 
+import argparse
+
 import pytest
 
-from bench.micro.scan import configs_for, parse_size_mb, render, summarize
+from bench.core import configs
+from bench.micro.scan import Bench, render, summarize
+from bench.micro.settings import DEFAULT_CONFIGS, names, parse_size_mb
+from bench.micro.settings import resolve as scan_configs
 
 
-def test_configs_base_per_io_method_others_once():
-    cs = configs_for(["base", "se1", "se2"], ["sync", "worker"])
-    assert [c.name for c in cs] == ["base_sync", "base_worker", "se1", "se2"]
+def test_configs_by_catalogue_name_in_the_order_given():
+    cs = scan_configs(["nvm_base_sync", "nvm_base_worker", "nvm_se1", "nvm_se2"])
+    assert [c.name for c in cs] == ["nvm_base_sync", "nvm_base_worker", "nvm_se1", "nvm_se2"]
     assert cs[0].settings == {"io_method": "sync"}
     assert cs[2].engine == "se1"
+    assert [c.name for c in scan_configs(["nvm_se2", "nvm_base_worker"])] == [
+        "nvm_se2",
+        "nvm_base_worker",
+    ]
+    assert [c.name for c in scan_configs(list(DEFAULT_CONFIGS))] == [
+        "nvm_base_worker",
+        "nvm_se1",
+        "nvm_se2",
+    ]
 
 
 def test_configs_se2_prefetch_variants_are_se2_with_settings():
-    cs = configs_for(["se2", "se2_inline", "se2_m1"], ["worker"])
+    cs = scan_configs(["nvm_se2", "nvm_se2_inline", "nvm_se2_m1"])
     assert [c.engine for c in cs] == ["se2", "se2", "se2"]
     assert "nvm_prefetch" not in cs[0].settings
     assert cs[1].settings["nvm_prefetch"] == "inline"
@@ -22,8 +36,25 @@ def test_configs_se2_prefetch_variants_are_se2_with_settings():
         "nvm_prefetch": "helper",
         "nvm_prefetch_mapping": "m1",
     }
-    with pytest.raises(ValueError, match="unknown engine"):
-        configs_for(["se3"], ["worker"])
+    with pytest.raises(ValueError, match="unknown configuration"):
+        scan_configs(["se2"])
+    with pytest.raises(ValueError, match="disk_base: micro scan measures the emulated NVM"):
+        scan_configs(["disk_base"])
+    assert "disk_base" not in names() and "mem_limit" in names()
+
+
+def test_settings_of_a_configuration():
+    args = argparse.Namespace(
+        shared_buffers="64MB", table_factor=4, configs=["nvm_se2_m1", "mem_limit"], out="/x"
+    )
+    b = Bench(args)
+    s = b.settings(configs.BY_NAME["nvm_se2_m1"])
+    assert s["shared_buffers"] == "64MB" and s["nvm_prefetch"] == "helper"
+    assert s["max_parallel_workers_per_gather"] == "0" and s["jit"] == "off"
+    assert b.settings(configs.BY_NAME["mem_limit"])["shared_buffers"] == "64MB"  # not loaded
+    b.whole_db = "384MB"
+    assert b.settings(configs.BY_NAME["mem_limit"])["shared_buffers"] == "384MB"
+    assert b.settings(configs.BY_NAME["nvm_se2_m1"])["shared_buffers"] == "64MB"
 
 
 @pytest.mark.parametrize(

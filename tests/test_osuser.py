@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import osuser
+from bench.core import osuser
 
 
 def test_pg_command_non_root_unchanged() -> None:

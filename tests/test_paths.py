@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import paths
+from bench.core import paths
 
 
 def test_env_override(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -54,7 +54,7 @@ def test_unknown_flavour_rejected() -> None:
 
 def test_repo_root_detected() -> None:
     assert (paths.REPO_ROOT / "pgnvm").is_file()
-    assert (paths.REPO_ROOT / "bench" / "paths.py").is_file()
+    assert (paths.REPO_ROOT / "bench" / "core" / "paths.py").is_file()
     assert paths.PATCHES_DIR == paths.REPO_ROOT / "postgres" / "patches"
     assert paths.OVERLAY_DIR == paths.REPO_ROOT / "postgres" / "src"
 

@@ -57,12 +57,23 @@ def test_every_check_has_a_time_limit() -> None:
 def test_cli_parses_options() -> None:
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers(dest="command"))
-    a = parser.parse_args(["test", "--engines", "base, se1", "--only", "crash", "--keep"])
-    assert a.engines == ["base", "se1"] and a.only == ["crash"] and a.keep and a.seed is None
+    a = parser.parse_args(
+        ["test", "--configs", "nvm_base_worker, nvm_se1", "--only", "crash", "--keep"]
+    )
+    assert a.configs == ["nvm_base_worker", "nvm_se1"] and a.only == ["crash"] and a.keep
+    assert a.seed is None
     a = parser.parse_args(["test"])
-    assert a.engines is None and a.only is None and not a.keep
-    a = parser.parse_args(["test", "--engines", "se2,se2+helper"])
-    assert a.engines == ["se2", "se2+helper"]
+    assert a.configs is None and a.only is None and not a.keep
+    assert not a.list and not a.list_configs
+    a = parser.parse_args(["test", "--configs", "nvm_se2,nvm_se2_m1"])
+    assert a.configs == ["nvm_se2", "nvm_se2_m1"]
+
+
+def test_every_check_has_a_function() -> None:
+    from bench.testsuite.runner import CHECK_FUNCS
+
+    assert list(CHECK_FUNCS) == [c.name for c in registry.ENGINE_CHECKS]
+    assert all(callable(f) for f in CHECK_FUNCS.values())
 
 
 def test_run_one_turns_every_failure_into_a_result() -> None:
@@ -145,7 +156,7 @@ def test_interrupt_is_recorded_and_propagated() -> None:
 
 
 def test_pick_port_avoids_other_clusters_and_busy_ports(monkeypatch: pytest.MonkeyPatch) -> None:
-    from bench import cluster as clu
+    from bench.core import cluster as clu
     from bench.testsuite import context
 
     others = [
@@ -159,7 +170,7 @@ def test_pick_port_avoids_other_clusters_and_busy_ports(monkeypatch: pytest.Monk
 
 
 def test_amcheck_findings_ignore_only_the_install_notice() -> None:
-    from bench.testsuite.checks.amcheck import findings
+    from bench.testsuite.pgamcheck import findings
 
     notice = 'NOTICE:  extension "amcheck" already exists, skipping'
     assert findings("") == [] and findings(f"{notice}\n{notice}\n") == []

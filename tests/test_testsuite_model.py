@@ -51,14 +51,16 @@ def test_exit_code() -> None:
 
 def test_report_json_roundtrip(tmp_path: Path) -> None:
     rs = [_r("regress", "base", Status.PASS, 12.3456), _r("crash", "se1", Status.FAIL, 1, "lost")]
-    data = report(rs, started="2025-01-01T00:00:00", engines=["base", "se1"], extra={"seed": 7})
+    data = report(
+        rs, started="2025-01-01T00:00:00", configs=["nvm_base_worker", "nvm_se1"], extra={"seed": 7}
+    )
     out = tmp_path / "r" / "test-x.json"
     write_report(out, data)
     doc = json.loads(out.read_text())
     assert doc["passed"] == 1 and doc["failed"] == 1 and doc["seed"] == 7
     assert doc["checks"][0] == {
         "check": "regress",
-        "engine": "base",
+        "config": "base",
         "status": "PASS",
         "duration": 12.346,
         "detail": "",

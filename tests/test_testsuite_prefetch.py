@@ -2,77 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import threading
 import time
-from pathlib import Path
 
 import pytest
 
-from bench.testsuite import nvmstats, proctasks
+from bench.testsuite import nvmstats, plans, proctasks
 from bench.testsuite.checks import prefetch_lifecycle as pl
 from bench.testsuite.model import CheckFailed
 
 # ---- /proc
-
-
-def _fake_proc(root: Path, pid: int, ppid: int, comm: str, tids: list[int], title: str) -> None:
-    d = root / str(pid)
-    (d / "task").mkdir(parents=True)
-    for t in tids:
-        (d / "task" / str(t)).mkdir()
-    (d / "stat").write_text(f"{pid} ({comm}) S {ppid} {pid} {pid} 0 -1 4194560 101 0 0 0\n")
-    (d / "cmdline").write_bytes(title.encode() + b"\0")
-
-
-def test_parse_stat_takes_comm_up_to_the_last_paren() -> None:
-    st = proctasks.parse_stat("42 (post (gres) x) Z 7 42 42 0 -1\n")
-    assert st == proctasks.Stat(comm="post (gres) x", state="Z", ppid=7)
-    with pytest.raises(ValueError):
-        proctasks.parse_stat("garbage")
-
-
-def test_tasks_children_cmdline_on_a_fake_proc(tmp_path: Path) -> None:
-    _fake_proc(tmp_path, 100, 1, "postgres", [100], "postgres -D /x")
-    _fake_proc(
-        tmp_path, 200, 100, "postgres", [200, 201, 202], "postgres: pgnvm postgres [local] idle"
-    )
-    _fake_proc(tmp_path, 300, 100, "postgres", [300], "postgres: parallel worker for PID 200")
-    _fake_proc(tmp_path, 400, 1, "bash", [400], "bash")
-    (tmp_path / "self").mkdir()  # not a pid
-    assert proctasks.tasks(200, tmp_path) == {200, 201, 202}
-    assert proctasks.tasks(999, tmp_path) is None
-    assert proctasks.children(100, tmp_path) == [200, 300]
-    assert proctasks.cmdline(300, tmp_path) == "postgres: parallel worker for PID 200"
-    assert proctasks.cmdline(999, tmp_path) == ""
-    assert proctasks.state(200, tmp_path) == "S" and proctasks.state(999, tmp_path) is None
-    assert proctasks.exists(400, tmp_path) and not proctasks.exists(999, tmp_path)
-
-
-def test_tasks_of_this_process_show_a_new_thread() -> None:
-    started, stop = threading.Event(), threading.Event()
-    tid: list[int] = []
-
-    def body() -> None:
-        tid.append(threading.get_native_id())
-        started.set()
-        stop.wait(10)
-
-    t = threading.Thread(target=body)
-    t.start()
-    try:
-        started.wait(10)
-        seen = proctasks.tasks(os.getpid())
-        assert seen is not None and os.getpid() in seen and tid[0] in seen
-    finally:
-        stop.set()
-        t.join()
-    assert (
-        proctasks.wait_for(
-            lambda: None if tid[0] not in (proctasks.tasks(os.getpid()) or set()) else "alive", 5
-        )
-        is None
-    )
 
 
 def test_task_problem() -> None:
@@ -108,23 +46,30 @@ def _pool(**kw: object) -> nvmstats.PrefetchPool:
     row = {
         "mode": "helper",
         "mapping": "m1",
+        "distance": 64,
         "helpers": 1,
         "scheme": "M1",
         "fallback": None,
-        "tids": [501],
-        "cpus": [1],
+        "helper_tids": [501],
+        "helper_cpus": [1],
         "jobs_enqueued": 10,
+        "jobs_dropped": 0,
         "jobs_done": 9,
+        "jobs_skipped": 0,
         "fault_errors": 0,
+        "helper_cpu_ms": 1.5,
     }
-    row.update(kw)
-    return nvmstats.prefetch_pool(tuple(row.values()))
+    row.update({("helper_" + k if k in ("tids", "cpus") else k): v for k, v in kw.items()})
+    return nvmstats.prefetch_pool(row)
 
 
 def test_prefetch_pool_from_a_row() -> None:
     p = _pool()
     assert p.tids == (501,) and p.cpus == (1,) and p.jobs_enqueued == 10
-    none = nvmstats.prefetch_pool(("off", "m1", 0, None, None, None, None, None, None, None))
+    cols = ("scheme", "fallback", "helper_tids", "helper_cpus", "jobs_enqueued", "jobs_done")
+    none = nvmstats.prefetch_pool(
+        {"mode": "off", "mapping": "m1", "distance": 64, "helpers": 0, **dict.fromkeys(cols)}
+    )
     assert none.helpers == 0 and none.tids == () and none.jobs_enqueued == 0
     assert "no helpers" in none.describe() and "tids [501]" in p.describe()
 
@@ -160,9 +105,9 @@ def test_gather_workers() -> None:
             }
         }
     ]
-    assert pl.gather_workers(plan) == (2, 1)
+    assert plans.gather_workers(plan) == (2, 1)
     with pytest.raises(CheckFailed, match="no Gather"):
-        pl.gather_workers([{"Plan": {"Node Type": "Seq Scan"}}])
+        plans.gather_workers([{"Plan": {"Node Type": "Seq Scan"}}])
 
 
 def test_worker_of() -> None:

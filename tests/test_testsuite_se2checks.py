@@ -4,22 +4,24 @@ from pathlib import Path
 
 import pytest
 
-from bench.testsuite import nvmstats
+from bench.core import counters
+from bench.testsuite import nvmstats, plans
 from bench.testsuite.checks import cow, redirect
 from bench.testsuite.checks.prefetch_check import summary
 from bench.testsuite.model import CheckFailed
 
 
 def _d(**kw: int) -> dict[str, int]:
-    return {k: kw.get(k, 0) for k in nvmstats.COUNTERS}
+    return {k: kw.get(k, 0) for k in (*counters.COUNTERS, *counters.DERIVED)}
 
 
 def test_delta_and_fmt() -> None:
     a = _d(redirects=10, mapped_reads=3)
     b = _d(redirects=25, mapped_reads=3, bytes_not_copied=15 * 8192)
-    d = nvmstats.delta(a, b)
+    d = counters.delta(a, b)
     assert d["redirects"] == 15 and d["mapped_reads"] == 0
-    assert nvmstats.fmt(d, ("redirects", "cow_copies")) == "redirects+15 cow_copies+0"
+    assert counters.fmt(d, ("redirects", "cow_copies")) == "redirects+15 cow_copies+0"
+    assert counters.fmt(d).startswith("mapped_reads+0 mapped_writes+0 redirects+15 ")
 
 
 def test_block_bytes(tmp_path: Path) -> None:
@@ -69,9 +71,9 @@ def test_index_scan_stats() -> None:
             }
         }
     ]
-    assert redirect.index_scan_stats(plan) == (600, 900)
+    assert plans.index_scan_stats(plan) == (600, 900)
     with pytest.raises(CheckFailed, match="no Index Scan"):
-        redirect.index_scan_stats([{"Plan": {"Node Type": "Seq Scan"}}])
+        plans.index_scan_stats([{"Plan": {"Node Type": "Seq Scan"}}])
 
 
 def test_block_of_ctid() -> None:

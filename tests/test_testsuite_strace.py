@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from bench.testsuite.checks.strace_check import relation_reads, scan_stats
+from bench.testsuite.checks.strace_check import relation_reads
 from bench.testsuite.model import CheckFailed
+from bench.testsuite.plans import scan_stats
 
 REL = "/mnt/pgnvm/nvm/pgnvm-test-base/data/base/5/16384"
 

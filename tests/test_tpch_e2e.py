@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import cluster, osuser, paths
-from bench.tpch import configs, runner
+from bench.core import cluster, configs, osuser, paths
+from bench.tpch import runner, settings
 
 PORT = 5530
 
@@ -45,9 +45,14 @@ def _configs() -> list[str]:
     wanted = ["nvm_base_sync", "nvm_se1", "mem_limit"]
     bindir = paths.install_dir("release") / "bin"
     if (bindir / "postgres").is_file():
-        avail = configs.availability(bindir, [configs.BY_NAME[n] for n in wanted], configs.Common())
-        wanted = [n if avail[n] is None else "nvm_base_worker" for n in wanted]
+        avail = _availability(bindir, wanted)
+        wanted = [n if avail[n].available else "nvm_base_worker" for n in wanted]
     return wanted
+
+
+def _availability(bindir: Path, names: list[str]) -> dict[str, configs.Verdict]:
+    common = settings.common_settings(settings.Common())
+    return configs.availability(bindir, configs.resolve(names), common)
 
 
 def _tpch(
@@ -169,16 +174,14 @@ def test_tpch_prefetch_helpers(tmp_path: Path, test_clusters: None) -> None:
     bindir = paths.install_dir("release") / "bin"
     if not (bindir / "postgres").is_file():
         pytest.skip("no release build installed")
-    avail = configs.availability(
-        bindir, [configs.BY_NAME[n] for n in PREFETCH_CONFIGS], configs.Common()
-    )
-    if avail["nvm_se2_m1"] is not None:
-        pytest.skip(f"nvm_se2_m1 not available: {avail['nvm_se2_m1']}")
+    avail = _availability(bindir, PREFETCH_CONFIGS)
+    if not avail["nvm_se2_m1"].runs:
+        pytest.skip(f"nvm_se2_m1 not available: {avail['nvm_se2_m1'].why}")
     out = tmp_path / "prefetch"
     r = _tpch(out, "--queries", "1,6", "--repeat", "1", config_names=PREFETCH_CONFIGS)
     assert r.returncode == 0, r.stdout + r.stderr
     runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
-    ran = [n for n in PREFETCH_CONFIGS if avail[n] is None]
+    ran = [n for n in PREFETCH_CONFIGS if avail[n].runs]
     assert {x["config"] for x in runs} == set(ran)
     assert {x["status"] for x in runs} == {"ok"}
     assert len({(x["query"], x["answer"]) for x in runs}) == 2  # same answers everywhere
@@ -186,11 +189,17 @@ def test_tpch_prefetch_helpers(tmp_path: Path, test_clusters: None) -> None:
     md = (out / "report.md").read_text()
     summary = json.loads((out / "summary.json").read_text())
     for n in PREFETCH_CONFIGS:
-        if avail[n] is not None:  # e.g. m2/m3 without SMT: listed with the reason, not run
-            assert plan["unavailable"][n] == avail[n]
-            assert f"{n} — not available: {avail[n]}" in md
-            assert summary["not_available"][n] == avail[n]
+        v = avail[n]
+        if v.available is False:  # e.g. m2/m3 without SMT: listed with the reason, not run
+            assert plan["unavailable"][n] == v.why
+            assert f"{n} — not available: {v.why}" in md
+            assert summary["not_available"][n] == v.why
             assert f"{n}: not available" in r.stdout
+        elif v.available is None:  # e.g. nvmpf-topology not installed: run, and said so
+            assert plan["availability_unknown"][n] == v.why
+            assert f"{n} — unknown: {v.why}" in md
+            assert summary["availability_unknown"][n] == v.why
+            assert f"{n}: availability unknown: {v.why}" in r.stdout
     for x in runs:
         assert x["backend"]["utime_s"] + x["backend"]["stime_s"] >= 0
         h = x["helpers"]
@@ -207,7 +216,11 @@ def test_tpch_prefetch_helpers(tmp_path: Path, test_clusters: None) -> None:
         assert pf["mode"] == "helper" and pf["helpers"] == h["threads"]
         assert sorted(pf["helper_tids"]) == sorted(h["tids"])
         assert pf["jobs_enqueued"] > 0
-        assert pf["scheme"].lower() == x["config"].rsplit("_", 1)[1]  # no fallback
+        mapping = x["config"].rsplit("_", 1)[1]
+        if avail[x["config"]].available:  # the library said it places it as named
+            assert pf["scheme"].lower() == mapping  # no fallback
+        else:  # unknown beforehand: whatever the library did, it is recorded
+            assert pf["scheme"] and (pf["scheme"].lower() == mapping or pf["fallback"])
         assert x["pgnvm_stats"]["prefetch_jobs"] > 0
     assert "## Prefetch helper threads" in md
 
@@ -217,8 +230,8 @@ def test_tpch_data_checksums_off(tmp_path: Path, test_clusters: None) -> None:
     if not (bindir / "postgres").is_file():
         pytest.skip("no release build installed")
     names = ["nvm_base_worker", "nvm_se2"]
-    avail = configs.availability(bindir, [configs.BY_NAME[n] for n in names], configs.Common())
-    names = [n if avail[n] is None else "nvm_base_sync" for n in names]
+    avail = _availability(bindir, names)
+    names = [n if avail[n].available else "nvm_base_sync" for n in names]
     nocsum = f"{_prefix()}-sf0.01-nvm-nocsum"
     csum = f"{_prefix()}-sf0.01-nvm"
     had_csum = cluster.Cluster.exists(csum)

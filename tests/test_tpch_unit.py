@@ -12,18 +12,17 @@ from typing import Any
 
 import pytest
 
+from bench.core import configs, procfs
 from bench.tpch import (
     compare,
-    configs,
     data,
     measure,
     queries,
     report,
     runner,
     schema,
-    stats,
-    topology,
 )
+from bench.tpch.report import statistics as stats
 
 # --------------------------------------------------------------------------- queries
 
@@ -61,67 +60,6 @@ def test_order_keys_are_select_columns() -> None:
     assert queries.ORDER_KEYS[18] == (4, 3)
     for keys in queries.ORDER_KEYS.values():
         assert len(set(keys)) == len(keys)
-
-
-# --------------------------------------------------------------------------- configurations
-
-
-def test_config_table() -> None:
-    names = [c.name for c in configs.CONFIGS]
-    assert len(names) == len(set(names))
-    for needed in (
-        "disk_base",
-        "nvm_base_sync",
-        "nvm_base_worker",
-        "nvm_base_io_uring",
-        "nvm_se1",
-        "nvm_se2",
-        "mem_limit",
-    ):
-        assert needed in names
-    assert configs.BASELINE in names and configs.CEILING in names
-    assert configs.BY_NAME["disk_base"].drop_caches
-    assert not configs.BY_NAME["nvm_se1"].drop_caches
-    assert configs.BY_NAME["mem_limit"].prewarm
-
-
-def test_resolve_configs() -> None:
-    assert [c.name for c in configs.resolve(None)] == configs.default_names()
-    # table order, not argument order
-    assert [c.name for c in configs.resolve(["mem_limit", "nvm_se1"])] == ["nvm_se1", "mem_limit"]
-    with pytest.raises(ValueError, match="nope"):
-        configs.resolve(["nope"])
-
-
-def test_server_settings() -> None:
-    common = configs.Common("256MB", "32MB", 2)
-    s = configs.server_settings(configs.BY_NAME["nvm_base_sync"], common)
-    assert s["shared_buffers"] == "256MB"
-    assert s["work_mem"] == "32MB"
-    assert s["io_method"] == "sync"
-    assert s["jit"] == "off"
-    assert s["max_parallel_workers_per_gather"] == "2"
-    m = configs.server_settings(configs.BY_NAME["mem_limit"], common, whole_db_sb="4096MB")
-    assert m["shared_buffers"] == "4096MB"
-    with pytest.raises(ValueError):
-        configs.server_settings(configs.BY_NAME["mem_limit"], common)
-
-
-def test_whole_db_shared_buffers() -> None:
-    assert configs.whole_db_shared_buffers(0) == "128MB"
-    assert configs.whole_db_shared_buffers(25 << 20) == "128MB"
-    v = int(configs.whole_db_shared_buffers(1671 << 20).removesuffix("MB"))
-    assert v % 128 == 0 and v >= 1671 * 1.25
-
-
-def test_probe_message() -> None:
-    err = (
-        '2026-01-01 GMT [1] FATAL:  invalid value for parameter "nvm_storage_engine": '
-        '"se2"\n2026-01-01 GMT [1] DETAIL:  not in this build\n2026 [1] HINT:  Use base'
-    )
-    msg = configs._error_message(err)
-    assert msg.startswith('invalid value for parameter "nvm_storage_engine"')
-    assert "not in this build" in msg
 
 
 # --------------------------------------------------------------------------- comparison
@@ -269,19 +207,6 @@ def test_ddl_and_checksum() -> None:
 # --------------------------------------------------------------------------- measurement
 
 
-def test_parse_stat_with_odd_comm() -> None:
-    line = "123 (postgres: a (b) c) S 1 2 3 0 -1 4194560 " + " ".join(str(i) for i in range(40))
-    comm, f = measure.parse_stat(line)
-    assert comm == "postgres: a (b) c"
-    assert f[0] == "S" and f[1] == "1"
-
-
-def test_proc_sample_self() -> None:
-    s = measure.proc_sample(os.getpid())
-    assert s is not None and s.utime >= 0 and s.minflt > 0
-    assert measure.proc_sample(2**22 + 12345) is None
-
-
 def test_group_of() -> None:
     assert measure.group_of("postgres: io worker 2") == "io worker"
     assert measure.group_of("postgres: checkpointer ") == "checkpointer"
@@ -291,7 +216,7 @@ def test_group_of() -> None:
 
 def test_cluster_delta() -> None:
     def ps(u: float, s: float, start: int = 1, cu: float = 0.0) -> measure.ProcSample:
-        return measure.ProcSample(u, s, 0, 0, cu, 0.0, start, 0, 0, 0)
+        return procfs.ProcSample(u, s, 0, 0, cu, 0.0, start, 0, 0, 0)
 
     before = measure.ClusterSample(
         ps(1, 1, cu=0.5), {10: ("io worker", ps(1, 0)), 11: ("checkpointer", ps(2, 2))}
@@ -446,11 +371,13 @@ def test_report_renders(tmp_path: Path) -> None:
     ]
     rpt = report.Report(
         tmp_path,
-        _plan(names, qs),
-        {"cpus": 2, "hardware_counters": "x"},
-        recs,
-        mism,
-        {(1, "nvm_se1"): "Seq Scan", (1, "disk_base"): "Index"},
+        report.Analysis(
+            _plan(names, qs),
+            {"cpus": 2, "hardware_counters": "x"},
+            recs,
+            mism,
+            {(1, "nvm_se1"): "Seq Scan", (1, "disk_base"): "Index"},
+        ),
     )
     rpt.write()
     md = (tmp_path / "report.md").read_text()
@@ -481,112 +408,11 @@ def test_report_rebuild(tmp_path: Path) -> None:
     (tmp_path / "env.json").write_text(json.dumps({"cpus": 2}))
     (tmp_path / "runs.jsonl").write_text("".join(json.dumps(_rec(n, 1, 1.0)) + "\n" for n in names))
     rep = report.rebuild(tmp_path)
-    assert rep.baseline == "nvm_base_sync"  # nvm_base_worker did not run
+    assert rep.a.baseline == "nvm_base_sync"  # nvm_base_worker did not run
     assert "Correctness: OK" in (tmp_path / "report.md").read_text()
 
 
 # --------------------------------------------------------------------------- prefetch helpers
-
-
-def _fake_sysfs(root: Path, siblings: dict[int, str], online: str | None = None) -> Path:
-    """A fake /sys/devices/system/cpu: cpuN/topology/thread_siblings_list per CPU."""
-    d = root / "cpu"
-    d.mkdir(parents=True)
-    (d / "online").write_text((online or topology.format_cpulist(list(siblings))) + "\n")
-    for cpu, sib in siblings.items():
-        t = d / f"cpu{cpu}" / "topology"
-        t.mkdir(parents=True)
-        if sib:
-            (t / "thread_siblings_list").write_text(sib + "\n")
-    return d
-
-
-def test_cpulist_roundtrip() -> None:
-    assert topology.parse_cpulist("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11}
-    assert topology.parse_cpulist("5") == {5}
-    assert topology.format_cpulist({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8"
-    assert topology.format_cpulist([3]) == "3"
-    with pytest.raises(ValueError):
-        topology.parse_cpulist("3-1")
-
-
-def test_topology_no_smt(tmp_path: Path) -> None:
-    sysfs = _fake_sysfs(tmp_path, {0: "0", 1: "1"})
-    t = topology.detect({0, 1}, sysfs)
-    assert t.known and t.physical_cores() == 2 and not t.has_smt_sibling()
-    assert t.smt_unavailable() == "no SMT sibling: CPUs 0-1 are one thread per core"
-    assert t.mapping_unavailable("m1") is None
-    assert t.mapping_unavailable("m2") == t.smt_unavailable()
-    assert "no SMT sibling" in (t.mapping_unavailable("m3") or "")
-    assert t.mapping_unavailable("2,3") is None  # explicit lists: the library's business
-
-
-def test_topology_smt(tmp_path: Path) -> None:
-    # 2 cores x 2 threads, numbered as Linux does on x86 (siblings n and n+2)
-    sysfs = _fake_sysfs(tmp_path, {0: "0,2", 1: "1,3", 2: "0,2", 3: "1,3"})
-    t = topology.detect({0, 1, 2, 3}, sysfs)
-    assert t.has_smt_sibling() and t.physical_cores() == 2
-    for m in ("m1", "m2", "m3"):
-        assert t.mapping_unavailable(m) is None, m
-    # one core with both its threads: M2 yes, M1 and M3 no (no second core)
-    one = topology.detect({1, 3}, sysfs)
-    assert one.mapping_unavailable("m2") is None
-    assert "no second physical core" in (one.mapping_unavailable("m1") or "")
-    assert "no second physical core" in (one.mapping_unavailable("m3") or "")
-    # affinity without the siblings: like no SMT, and the reason says where they are
-    aff = topology.detect({0, 1}, sysfs)
-    why = aff.smt_unavailable() or ""
-    assert why.startswith("no SMT sibling: CPUs 0-1") and "siblings 2-3 are outside" in why
-    # an offline CPU does not count
-    off = topology.detect({0, 1, 2, 3}, _fake_sysfs(tmp_path / "o", {0: "0,2", 1: "1"}, "0-1"))
-    assert off.cpus == frozenset({0, 1}) and not off.has_smt_sibling()
-
-
-def test_topology_core_id_fallback_and_unknown(tmp_path: Path) -> None:
-    sysfs = _fake_sysfs(tmp_path, {0: "", 1: ""})
-    for cpu in (0, 1):
-        t = sysfs / f"cpu{cpu}" / "topology"
-        (t / "physical_package_id").write_text("0\n")
-        (t / "core_id").write_text("7\n")  # same core: SMT siblings
-    t = topology.detect({0, 1}, sysfs)
-    assert t.known and t.has_smt_sibling() and t.physical_cores() == 1
-    bare = tmp_path / "bare"
-    bare.mkdir()
-    u = topology.detect({0, 1}, bare)
-    assert not u.known and not u.has_smt_sibling()
-    assert "no SMT sibling known" in (u.smt_unavailable() or "")
-
-
-def test_prefetch_configs_in_table(tmp_path: Path) -> None:
-    for n in ("nvm_se2_inline", "nvm_se2_m1", "nvm_se2_m2", "nvm_se2_m3"):
-        c = configs.BY_NAME[n]
-        assert c.engine == "se2" and c.storage == "nvm" and c.default, n
-    assert configs.BY_NAME["nvm_se2_inline"].prefetch == "inline"
-    assert configs.BY_NAME["nvm_se2_inline"].helper_mapping is None
-    assert configs.BY_NAME["nvm_se2"].helper_mapping is None
-    assert [configs.BY_NAME[f"nvm_se2_m{i}"].helper_mapping for i in (1, 2, 3)] == [
-        "m1",
-        "m2",
-        "m3",
-    ]
-    s = configs.server_settings(configs.BY_NAME["nvm_se2_m1"], configs.Common())
-    assert s["nvm_prefetch"] == "helper" and s["nvm_prefetch_mapping"] == "m1"
-    # the acceptance set of issue 5 comes from one default run
-    for n in ("nvm_base_worker", "nvm_se2", "nvm_se2_inline", "nvm_se2_m1", "mem_limit"):
-        assert n in configs.default_names()
-    no_smt = topology.detect({0, 1}, _fake_sysfs(tmp_path, {0: "0", 1: "1"}))
-    av = configs.topology_availability(list(configs.CONFIGS), no_smt)
-    assert av["nvm_se2_m2"] == "no SMT sibling: CPUs 0-1 are one thread per core"
-    assert av["nvm_se2_m3"] is not None and av["nvm_se2_m3"].startswith("no SMT sibling")
-    assert all(av[n] is None for n in av if n not in ("nvm_se2_m2", "nvm_se2_m3"))
-    # availability() decides on the topology without asking the server
-    full = configs.availability(
-        tmp_path / "no-such-bindir",
-        [configs.BY_NAME["nvm_se2_m2"], configs.BY_NAME["nvm_se2_m3"]],
-        configs.Common(),
-        no_smt,
-    )
-    assert full["nvm_se2_m2"] == av["nvm_se2_m2"]
 
 
 def _fake_task(proc: Path, pid: int, tid: int, ut: int, st: int, minflt: int, start: int) -> None:
@@ -602,16 +428,16 @@ def _fake_task(proc: Path, pid: int, tid: int, ut: int, st: int, minflt: int, st
 
 def test_thread_samples_and_backend_delta(tmp_path: Path) -> None:
     proc = tmp_path / "proc"
-    tick = measure.CLK_TCK
+    tick = procfs.CLK_TCK
     pid = 4242
     _fake_task(proc, pid, pid, 10, 5, 100, 1000)  # before the query: only the main thread
-    before = measure.thread_samples(pid, proc)
+    before = procfs.thread_samples(pid, proc)
     assert list(before) == [pid]
     # after: the main thread ran on; two helpers started during the query
     _fake_task(proc, pid, pid, 10 + 2 * tick, 5 + tick // 2, 150, 1000)
     _fake_task(proc, pid, pid + 1, tick, tick, 900, 2000)
     _fake_task(proc, pid, pid + 2, tick // 2, 0, 40, 2001)
-    after = measure.thread_samples(pid, proc)
+    after = procfs.thread_samples(pid, proc)
     assert sorted(after) == [pid, pid + 1, pid + 2]
     main, helpers = measure.backend_delta(pid, before, after)
     assert main is not None
@@ -629,11 +455,11 @@ def test_thread_samples_and_backend_delta(tmp_path: Path) -> None:
     # no helpers: zeros, not missing
     _, none = measure.backend_delta(pid, before, before)
     assert none["threads"] == 0 and none["utime_s"] == 0
-    assert measure.thread_samples(99999, proc) == {}
+    assert procfs.thread_samples(99999, proc) == {}
 
 
 def test_thread_samples_self() -> None:
-    s = measure.thread_samples(os.getpid())
+    s = procfs.thread_samples(os.getpid())
     assert os.getpid() in s and s[os.getpid()].minflt >= 0
 
 
@@ -677,10 +503,10 @@ def test_report_helper_cpu(tmp_path: Path) -> None:
             recs.append(r)
     plan = _plan(names, [1, 6])
     plan["unavailable"] = {"nvm_se2_m2": "no SMT sibling: CPUs 0-1 are one thread per core"}
-    rpt = report.Report(tmp_path, plan, {"cpus": 2}, recs, [])
-    assert rpt.helper_configs == ["nvm_se2_m1"]
-    assert rpt.helper_total("nvm_se2_m1") == pytest.approx(1.6)
-    assert rpt.helper_total("nvm_se2") is None
+    rpt = report.Report(tmp_path, report.Analysis(plan, {"cpus": 2}, recs, []))
+    assert rpt.a.helper_configs == ["nvm_se2_m1"]
+    assert rpt.a.helper_total("nvm_se2_m1") == pytest.approx(1.6)
+    assert rpt.a.helper_total("nvm_se2") is None
     rpt.write()
     md = (tmp_path / "report.md").read_text()
     assert "## Prefetch helper threads" in md
@@ -715,7 +541,7 @@ def test_checksums_cluster_names() -> None:
 
 
 def test_checksums_cluster_spec() -> None:
-    from bench import cluster as cl
+    from bench.core import cluster as cl
 
     spec = cl.ClusterSpec(name="x")
     assert spec.data_checksums and cl.checksums_flag(spec) == "--data-checksums"
@@ -765,7 +591,7 @@ def test_report_states_checksums(tmp_path: Path) -> None:
         plan = _plan(names, [1])
         if setting is not None:
             plan["data_checksums"] = setting
-        rpt = report.Report(out, plan, {"cpus": 2}, recs, [])
+        rpt = report.Report(out, report.Analysis(plan, {"cpus": 2}, recs, []))
         rpt.write()
         md = (out / "report.md").read_text()
         shown = setting or "on"

@@ -1,1 +1,2 @@
-"""Microbenchmarks: ``./pgnvm micro scan`` (engines on a table larger than shared_buffers)."""
+"""Microbenchmarks: ``./pgnvm micro scan`` (the configurations on a table larger than
+shared_buffers), ``./pgnvm micro prefetch`` (libnvmprefetch's own benchmark)."""

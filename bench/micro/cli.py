@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from bench.core import build, configs
+from bench.micro import prefetch, settings
+
 
 def _csv(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
@@ -12,27 +15,30 @@ def _csv(text: str) -> list[str]:
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "micro",
-        help="microbenchmarks: scan (engines on a table larger than shared_buffers), prefetch",
+        help="microbenchmarks: scan (configurations on a table larger than shared_buffers), "
+        "prefetch",
     )
     sub = p.add_subparsers(dest="micro", required=True)
     s = sub.add_parser(
         "scan",
         help="sequential scan and random index lookups over a table 4x shared_buffers",
-        description=__import__("bench.micro.scan", fromlist=["x"]).__doc__,
+        description=settings.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     s.add_argument(
-        "--engines",
+        "--configs",
         type=_csv,
-        default=["base", "se1", "se2"],
-        help="engines to compare (default base,se1,se2; also se2_inline, se2_m1, se2_m2, "
-        "se2_m3: se2 with nvm_prefetch = inline or helper with that mapping)",
+        default=list(settings.DEFAULT_CONFIGS),
+        metavar="LIST",
+        help="configurations to compare, in this order (ratios are to the first; names of "
+        "the catalogue, as for ./pgnvm tpch): "
+        + ", ".join(settings.names())
+        + f". Default: {', '.join(settings.DEFAULT_CONFIGS)}; see --list-configs",
     )
     s.add_argument(
-        "--io-methods",
-        type=_csv,
-        default=["worker"],
-        help="io_method values for base (default worker; e.g. sync,worker,io_uring)",
+        "--list-configs",
+        action="store_true",
+        help="list the configurations (settings, availability) and exit",
     )
     s.add_argument(
         "--pages",
@@ -65,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pf = sub.add_parser(
         "prefetch",
         help="libnvmprefetch's microbenchmark on 4 KB and 2 MB tmpfs pages",
-        description=__import__("bench.micro.prefetch", fromlist=["x"]).__doc__,
+        description=prefetch.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     pf.add_argument("--pages", type=_csv, default=["4k", "2m"], help="4k, 2m (default both)")
@@ -77,21 +83,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_scan(args: argparse.Namespace) -> int:
-    from bench.micro.scan import WORKLOADS, Bench
-
+    try:
+        settings.resolve(args.configs)
+    except ValueError as e:
+        raise SystemExit(f"pgnvm micro scan: {e}") from None
+    if args.list_configs:
+        return _list_configs(args)
     for w in args.workloads:
-        if w not in WORKLOADS:
-            raise SystemExit(f"unknown workload {w!r} (known: {', '.join(WORKLOADS)})")
+        if w not in settings.WORKLOADS:
+            raise SystemExit(f"unknown workload {w!r} (known: {', '.join(settings.WORKLOADS)})")
     for pg in args.pages:
         if pg not in ("4k", "2m"):
             raise SystemExit(f"unknown page size {pg!r} (4k or 2m)")
+    from bench.micro.scan import Bench
+
     return Bench(args).main()
 
 
-def _run_prefetch(args: argparse.Namespace) -> int:
-    from bench.micro.prefetch import main
+def _list_configs(args: argparse.Namespace) -> int:
+    common = settings.common(settings.parse_size_mb(args.shared_buffers))
+    bindir = build.bindir("release")
+    verdicts = None
+    if (bindir / "postgres").is_file():
+        verdicts = configs.availability(bindir, configs.CONFIGS, common)
+    for line in configs.listing(settings.DEFAULT_CONFIGS, verdicts, common, settings.EXCLUDED):
+        print(line)
+    return 0
 
+
+def _run_prefetch(args: argparse.Namespace) -> int:
     for pg in args.pages:
         if pg not in ("4k", "2m"):
             raise SystemExit(f"unknown page size {pg!r} (4k or 2m)")
-    return main(args)
+    return prefetch.main(args)

@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench import paths, ui
+from bench.core import paths, storage, ui
 
 BENCH = paths.REPO_ROOT / "prefetch" / "bench" / "nvmprefetch-bench"
 MOUNTS = {
@@ -55,11 +55,10 @@ def _mount(pages: str) -> Path:
     if os.geteuid() != 0:
         ui.notice(f"not root: {pages} pages are not guaranteed, using /dev/shm")
         return Path("/dev/shm")
-    mnt.mkdir(parents=True, exist_ok=True)
-    if subprocess.run(["mountpoint", "-q", str(mnt)]).returncode != 0:
-        subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size=4g,{opt}", "tmpfs", str(mnt)], check=True
-        )
+    if storage.mount_options(mnt) is None:
+        err = storage.mount_tmpfs(mnt, f"size=4g,{opt}")
+        if err is not None:
+            raise storage.StorageError(f"mount -t tmpfs -o size=4g,{opt} at {mnt} failed: {err}")
     return mnt
 
 

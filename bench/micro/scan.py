@@ -1,83 +1,22 @@
-"""``./pgnvm micro scan``: a table larger than shared_buffers, read by each engine.
-
-Two workloads over one table of ``--table-factor`` x shared_buffers (default 4x):
-
-* ``seqscan``: ``SELECT count(*), sum(v) FROM micro_t`` (one backend, no parallel workers);
-* ``index``: ``--lookups`` random primary-key lookups in one statement (a nested loop over
-  ``generate_series`` with an index scan per row), so most heap pages are misses.
-
-For every engine (``--engines``, e.g. ``base,se1,se2``; ``base`` with each ``--io-methods``)
-and page size of the emulated NVM (``--pages 4k,2m``: a tmpfs with 4 KB pages, or one
-mounted ``huge=always``), the same data directory is started with the engine's settings.
-Each run restarts the server (cold shared buffers; the file pages stay in the tmpfs, which
-is the "NVM"), opens a fresh connection and measures the statement's wall-clock time and
-the backend's user/system CPU time (all its threads, so including prefetch helpers) and page
-faults from ``/proc``. Repetitions interleave
-the configurations; the report gives the median with min and max, and ratios to the first
-configuration. Results: ``results/micro-scan-<stamp>/runs.jsonl`` and ``summary.md``.
-"""
+"""The runs of ``./pgnvm micro scan`` (what they measure and with which configurations:
+:mod:`bench.micro.settings`): one cluster per page size, loaded once, each configuration
+applied to it in turn, every run after a restart."""
 
 from __future__ import annotations
 
 import json
 import statistics
 import time
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import psycopg
+from bench.core import build, configs, paths, procfs, ui
+from bench.core import cluster as clu
+from bench.core.server import Server
+from bench.micro import settings
 
-from bench import build, paths, ui
-from bench import cluster as clu
-from bench.tpch.measure import proc_sample
-
-WORKLOADS = ("seqscan", "index")
 SCHEMA_VERSION = 1
-
-
-@dataclass(frozen=True)
-class Config:
-    name: str
-    engine: str
-    settings: dict[str, str]
-
-
-#: se2 with prefetching (nvm_prefetch.c): name -> extra settings
-SE2_PREFETCH: dict[str, dict[str, str]] = {
-    "se2_inline": {"nvm_prefetch": "inline"},
-    "se2_m1": {"nvm_prefetch": "helper", "nvm_prefetch_mapping": "m1"},
-    "se2_m2": {"nvm_prefetch": "helper", "nvm_prefetch_mapping": "m2"},
-    "se2_m3": {"nvm_prefetch": "helper", "nvm_prefetch_mapping": "m3"},
-}
-ENGINE_CHOICES: tuple[str, ...] = ("base", "se1", "se2", *SE2_PREFETCH)
-
-
-def configs_for(engines: list[str], io_methods: list[str]) -> list[Config]:
-    """One configuration per engine; base once per io_method (the others do not use it);
-    ``se2_inline``/``se2_m1``/... are se2 with the prefetch settings of ``SE2_PREFETCH``."""
-    out: list[Config] = []
-    for e in engines:
-        if e == "base":
-            for m in io_methods:
-                out.append(Config(f"base_{m}", "base", {"io_method": m}))
-        elif e in SE2_PREFETCH:
-            out.append(Config(e, "se2", {"io_method": "worker", **SE2_PREFETCH[e]}))
-        elif e in ENGINE_CHOICES:
-            out.append(Config(e, e, {"io_method": "worker"}))
-        else:
-            raise ValueError(f"unknown engine {e!r} (one of {', '.join(ENGINE_CHOICES)})")
-    return out
-
-
-def parse_size_mb(text: str) -> int:
-    t = text.strip().upper().removesuffix("B")
-    if t.endswith("G"):
-        return int(float(t[:-1]) * 1024)
-    if t.endswith("M"):
-        return int(float(t[:-1]))
-    raise ValueError(f"size must end in MB or GB: {text!r}")
 
 
 def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -121,15 +60,28 @@ def render(summary: list[dict[str, Any]]) -> str:
 class Bench:
     def __init__(self, args: Any) -> None:
         self.args = args
-        self.sb_mb = parse_size_mb(args.shared_buffers)
+        self.sb_mb = settings.parse_size_mb(args.shared_buffers)
         self.table_mb = self.sb_mb * args.table_factor
-        self.configs = configs_for(args.engines, args.io_methods)
+        self.configs = settings.resolve(args.configs)
+        self.unavailable: dict[str, str] = {}
+        self.unknown: dict[str, str] = {}
+        self.whole_db: str | None = None  # shared_buffers of mem_limit: table + index
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         default_out = paths.REPO_ROOT / "results" / f"micro-scan-{stamp}"
         self.out = Path(args.out) if args.out else default_out
 
-    # ------------------------------------------------------------------ clusters
-    def cluster(self, pages: str) -> clu.Cluster:
+    # ------------------------------------------------------------------ servers
+    def common(self) -> dict[str, str]:
+        return settings.common(self.sb_mb)
+
+    def settings(self, cfg: configs.Config) -> dict[str, str]:
+        """``cfg``'s settings on top of the common ones (mem_limit: shared_buffers for the
+        whole table once it is loaded, the common value before)."""
+        common = self.common()
+        return configs.server_settings(cfg, common, self.whole_db or common["shared_buffers"])
+
+    def server(self, pages: str) -> Server:
+        """The cluster of this page size (one data directory for every configuration)."""
         name = f"micro-scan-{pages}"
         spec = clu.ClusterSpec(
             name=name,
@@ -138,7 +90,7 @@ class Bench:
             port=self.args.port + (0 if pages == "4k" else 1),
             flavour="release",
             huge=(pages == "2m"),
-            settings=self.settings({"io_method": "worker"}),
+            settings=self.settings(configs.BY_NAME[configs.REFERENCE]),
         )
         if clu.Cluster.exists(name):
             c = clu.Cluster.load(name)
@@ -149,55 +101,53 @@ class Bench:
         else:
             c = clu.Cluster(spec)
             c.init()
-        return c
+        return Server(c)
 
-    def settings(self, extra: dict[str, str]) -> dict[str, str]:
-        s = {
-            "shared_buffers": f"{self.sb_mb}MB",
-            "max_parallel_workers_per_gather": "0",
-            "jit": "off",
-            "autovacuum": "off",
-            "max_wal_size": "4GB",
-            "checkpoint_timeout": "1h",
-        }
-        s.update(extra)
-        return s
+    def check_available(self, bindir: Path) -> None:
+        """Drop the configurations the build or the machine cannot run (with a notice)."""
+        verdicts = configs.availability(bindir, self.configs, self.common())
+        for c in list(self.configs):
+            v = verdicts[c.name]
+            if not v.runs:
+                self.unavailable[c.name] = v.why
+                self.configs.remove(c)
+                ui.notice(f"configuration {c.name} is not available, skipped: {v.why}")
+            elif v.available is None:
+                self.unknown[c.name] = v.why
+                ui.notice(f"configuration {c.name}: availability unknown ({v.why}); running it")
+        if not self.configs:
+            raise SystemExit("pgnvm micro scan: no configuration to run")
 
-    def configure(self, c: clu.Cluster, cfg: Config) -> None:
-        if c.is_running():
-            c.stop("fast")
-        c.spec.engine = cfg.engine
-        c.spec.settings = self.settings(cfg.settings)
-        c._write_conf()  # in-place engine switch: the data format does not depend on it
-        c.save()
-
-    def load(self, c: clu.Cluster) -> None:
+    def load(self, srv: Server) -> None:
         """Create micro_t (id, v, pad) of about table_mb megabytes, if not there yet."""
         rows = self.table_mb * 1024 * 1024 // 260  # ~260 bytes per heap tuple
         marker = f"{SCHEMA_VERSION}:{rows}"
-        with psycopg.connect(c.conninfo(), autocommit=True) as conn:
+        with srv.connect() as conn:
             have = conn.execute(
                 "SELECT obj_description(oid, 'pg_class') FROM pg_class"
                 " WHERE relname = 'micro_t' AND relnamespace = 'public'::regnamespace"
             ).fetchone()
-            if have and have[0] == marker:
-                return
-            ui.info(f"loading micro_t: {rows} rows (~{self.table_mb} MB) into {c.spec.name}")
-            conn.execute("DROP TABLE IF EXISTS micro_t")
-            conn.execute(
-                "CREATE TABLE micro_t (id bigint PRIMARY KEY, v bigint, pad text)"
-                " WITH (autovacuum_enabled = off)"
-            )
-            conn.execute(
-                "INSERT INTO micro_t SELECT g, g %% 1000, repeat('x', 200)"
-                " FROM generate_series(1, %s) g",
-                (rows,),
-            )
-            conn.execute("VACUUM (FREEZE, ANALYZE) micro_t")
-            conn.execute("CHECKPOINT")
-            conn.execute(f"COMMENT ON TABLE micro_t IS '{marker}'")
-            size = conn.execute("SELECT pg_relation_size('micro_t')").fetchone()[0]
-            ui.info(f"micro_t: {size / 2**20:.0f} MB, shared_buffers {self.sb_mb} MB")
+            if not (have and have[0] == marker):
+                ui.info(f"loading micro_t: {rows} rows (~{self.table_mb} MB) into {srv.name}")
+                conn.execute("DROP TABLE IF EXISTS micro_t")
+                conn.execute(
+                    "CREATE TABLE micro_t (id bigint PRIMARY KEY, v bigint, pad text)"
+                    " WITH (autovacuum_enabled = off)"
+                )
+                conn.execute(
+                    "INSERT INTO micro_t SELECT g, g %% 1000, repeat('x', 200)"
+                    " FROM generate_series(1, %s) g",
+                    (rows,),
+                )
+                conn.execute("VACUUM (FREEZE, ANALYZE) micro_t")
+                conn.execute("CHECKPOINT")
+                conn.execute(f"COMMENT ON TABLE micro_t IS '{marker}'")
+                size = conn.execute("SELECT pg_relation_size('micro_t')").fetchone()[0]
+                ui.info(f"micro_t: {size / 2**20:.0f} MB, shared_buffers {self.sb_mb} MB")
+            if any(c.prewarm for c in self.configs):
+                conn.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+            total = conn.execute("SELECT pg_total_relation_size('micro_t')").fetchone()[0]
+        self.whole_db = configs.whole_db_shared_buffers(int(total))
 
     # ------------------------------------------------------------------ runs
     def statement(self, workload: str, nrows: int) -> str:
@@ -208,10 +158,13 @@ class Bench:
             f" JOIN micro_t t ON t.id = 1 + (hashint8(g * 7919) & 2147483647) % {int(nrows)}"
         )
 
-    def run_one(self, c: clu.Cluster, cfg: Config, pages: str, workload: str, rep: int) -> dict:
-        c.stop("fast")
-        c.start()
-        with psycopg.connect(c.conninfo(), autocommit=True) as conn:
+    def run_one(
+        self, srv: Server, cfg: configs.Config, pages: str, workload: str, rep: int
+    ) -> dict:
+        srv.restart()
+        if cfg.prewarm:
+            srv.prewarm("SELECT 'micro_t'::regclass UNION ALL SELECT 'micro_t_pkey'::regclass")
+        with srv.connect() as conn:
             nrows = conn.execute("SELECT max(id) FROM micro_t").fetchone()[0]
             if workload == "index":
                 conn.execute("SET enable_seqscan = off")
@@ -219,11 +172,11 @@ class Bench:
                 conn.execute("SET enable_hashjoin = off")
                 conn.execute("SET enable_mergejoin = off")
             pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-            before = proc_sample(pid)
+            before = procfs.sample(pid)
             t0 = time.perf_counter()
             result = conn.execute(self.statement(workload, nrows)).fetchone()
             wall = time.perf_counter() - t0
-            after = proc_sample(pid)
+            after = procfs.sample(pid)
         assert before is not None and after is not None
         d = after.minus(before)
         return {
@@ -243,22 +196,24 @@ class Bench:
     def main(self) -> int:
         if not self.args.no_build:
             build.ensure_built("release")
+        self.check_available(build.bindir("release"))
         self.out.mkdir(parents=True, exist_ok=True)
         runs: list[dict[str, Any]] = []
         answers: dict[tuple[str, str], list[str]] = {}
         failed = False
         with open(self.out / "runs.jsonl", "w") as raw:
             for pages in self.args.pages:
-                c = self.cluster(pages)
+                srv = self.server(pages)
                 try:
-                    self.configure(c, self.configs[0])
-                    c.start()
-                    self.load(c)
+                    srv.stop()
+                    srv.apply_config(self.configs[0], self.settings(self.configs[0]))
+                    srv.start()
+                    self.load(srv)
                     for rep in range(self.args.repeat):
                         for workload in self.args.workloads:
                             for cfg in self.configs:
-                                self.configure(c, cfg)
-                                r = self.run_one(c, cfg, pages, workload, rep)
+                                srv.apply_config(cfg, self.settings(cfg))
+                                r = self.run_one(srv, cfg, pages, workload, rep)
                                 raw.write(json.dumps(r) + "\n")
                                 raw.flush()
                                 runs.append(r)
@@ -274,13 +229,17 @@ class Bench:
                                     f"{r['wall_s']:.3f} s"
                                 )
                 finally:
-                    c.stop("fast")
+                    srv.stop()
         summary = summarize(runs)
         text = render(summary)
+        notes = [f"{n}: not available: {why}" for n, why in self.unavailable.items()]
+        notes += [f"{n}: availability unknown: {why}" for n, why in self.unknown.items()]
         (self.out / "summary.md").write_text(
             f"shared_buffers {self.sb_mb} MB, table ~{self.table_mb} MB, "
-            f"{self.args.lookups} index lookups, {self.args.repeat} runs each\n\n{text}\n"
+            f"{self.args.lookups} index lookups, {self.args.repeat} runs each\n"
+            + "".join(f"{n}\n" for n in notes)
+            + f"\n{text}\n"
         )
-        print(text)
+        print("\n".join([text, *notes]))
         print(f"\nresults: {self.out}")
         return 1 if failed else 0

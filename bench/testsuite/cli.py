@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from bench.testsuite import engines, registry
+from bench.core import build, configs
+from bench.testsuite import registry, settings
+from bench.testsuite.settings import BASE_SETTINGS, FLAVOUR
 
 
 def _csv(text: str) -> list[str]:
@@ -15,22 +17,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "test",
         help="run the test suite (regress, isolation, amcheck, crash, ... per engine)",
-        description="Build the check flavour (cassert) and run, for each storage engine, "
-        "PostgreSQL's regression and isolation suites plus pgnvm's checks, on a cluster on "
-        "tmpfs with shared_buffers=16MB and data checksums. Prints one line per check and "
+        description="Build the check flavour (cassert) and run, for each storage "
+        "configuration, PostgreSQL's regression and isolation suites plus pgnvm's checks, "
+        "on a cluster of its own with shared_buffers=16MB and data checksums; each check "
+        "decides by the configuration's engine. Prints one line per check and "
         "'N passed, M failed'; exits non-zero if any check failed. Checks: "
         + "; ".join(f"{c.name}: {c.doc}" for c in registry.ENGINE_CHECKS)
         + "".join(f"; {g.name}: {g.doc} (once)" for g in registry.GLOBAL_CHECKS)
         + ".",
     )
     p.add_argument(
-        "--engines",
+        "--configs",
         type=_csv,
         default=None,
-        metavar="E1,E2",
-        help="engines (or engine variants) to test, of "
-        + ",".join(engines.KNOWN)
-        + " (default: base,se1, plus se2 and its variants if the server accepts se2)",
+        metavar="LIST",
+        help="configurations to test, in this order (names of the catalogue, as for "
+        "./pgnvm tpch): "
+        + ", ".join(settings.names())
+        + f". Default: {', '.join(settings.DEFAULT_CONFIGS)}, plus "
+        f"{', '.join(settings.WITH_SE2)} if the server accepts se2; see --list-configs",
+    )
+    p.add_argument(
+        "--list-configs",
+        action="store_true",
+        help="list the configurations (settings, availability with the check build) and exit",
+    )
+    p.add_argument(
+        "--list",
+        action="store_true",
+        help="list what a run would test (configurations and checks) and exit",
     )
     p.add_argument(
         "--only",
@@ -59,19 +74,60 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _cmd_test(args: argparse.Namespace) -> int:
-    from bench.testsuite.runner import Options, run_tests
-
-    bad = [e for e in (args.engines or []) if e not in engines.KNOWN]
-    if bad:
-        raise SystemExit(
-            f"pgnvm test: unknown engine(s) {', '.join(bad)} (known: {', '.join(engines.KNOWN)})"
-        )
     try:
+        if args.configs:
+            settings.resolve(args.configs)
         registry.select(args.only)
     except ValueError as e:
         raise SystemExit(f"pgnvm test: {e}") from None
+    if args.list_configs:
+        return _list_configs()
+    if args.list:
+        return _list(args)
+    from bench.testsuite.runner import Options, run_tests
+
     return run_tests(
         Options(
-            engines=args.engines, only=args.only, keep=args.keep, seed=args.seed, build=args.build
+            configs=args.configs, only=args.only, keep=args.keep, seed=args.seed, build=args.build
         )
     )
+
+
+def _built() -> bool:
+    return (build.bindir(FLAVOUR) / "postgres").is_file()
+
+
+def _list_configs() -> int:
+    bindir = build.bindir(FLAVOUR)
+    verdicts = configs.availability(bindir, configs.CONFIGS, BASE_SETTINGS) if _built() else None
+    defaults = (*settings.DEFAULT_CONFIGS, *settings.WITH_SE2)
+    for line in configs.listing(defaults, verdicts, BASE_SETTINGS, settings.EXCLUDED):
+        print(line)
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    """The configurations and checks a run with these options would test."""
+    global_checks, checks = registry.select(args.only)
+    if args.configs:
+        names, how = args.configs, "as given"
+    elif _built():
+        names, notes = settings.default_configs(build.bindir(FLAVOUR), BASE_SETTINGS)
+        how = f"default; the {FLAVOUR} build's se2: {notes['nvm_se2']}"
+    else:
+        names = [*settings.DEFAULT_CONFIGS, *settings.WITH_SE2]
+        how = f"default, {', '.join(settings.WITH_SE2)} if the {FLAVOUR} build accepts se2"
+    print(f"configurations ({how}):")
+    for c in settings.resolve(names):
+        print(f"  {c.name:<18} engine={c.engine} {c.doc}")
+    print("checks per configuration:")
+    for c in checks:
+        print(f"  {c.name:<18} {c.doc}")
+    print("checks run once:")
+    for name in global_checks:
+        print(f"  {name}")
+    print(
+        f"{len(names)} configurations x {len(checks)} checks + {len(global_checks)} once: "
+        f"{len(names) * (len(checks) + 1) + len(global_checks)} results (with setup)"
+    )
+    return 0

@@ -1,31 +1,24 @@
-"""Per-run and per-engine state shared by the checks."""
+"""Per-run and per-configuration state shared by the checks."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import shutil
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from bench import cluster as clu
-from bench import osuser, paths
+from bench.core import cluster as clu
+from bench.core import configs, osuser, paths
+from bench.core.configs import AVAILABLE, Config, Verdict
+from bench.core.server import Server
 from bench.testsuite import errmatch, proc
-from bench.testsuite.engines import Variant
+from bench.testsuite.settings import BASE_SETTINGS, FLAVOUR
 
-#: Settings every test cluster gets: small shared_buffers, so that the data of the checks
-#: is several times larger and blocks really move between storage and buffers.
-BASE_SETTINGS: dict[str, str] = {
-    "shared_buffers": "16MB",
-    "max_connections": "60",
-    "log_line_prefix": "%m [%p] %q%a ",
-}
-FLAVOUR = "check"
 PORT_BASE = 5471
 NAME_PREFIX = "pgnvm-test-"
 STATEMENT_TIMEOUT_MS = 300_000
@@ -33,7 +26,7 @@ STATEMENT_TIMEOUT_MS = 300_000
 
 @dataclass
 class RunState:
-    """State of one ``./pgnvm test`` run, shared by all engines."""
+    """State of one ``./pgnvm test`` run, shared by all configurations."""
 
     stamp: str
     results_dir: Path  # repo/results/test-<stamp>/ (artifacts kept for the user)
@@ -67,6 +60,23 @@ class RunState:
         self.reference_file.write_text(json.dumps(doc, indent=2) + "\n")
 
 
+@dataclass(frozen=True)
+class Reference:
+    """A value of stock base to compare with: ``value`` None when there is none yet;
+    ``recorded`` when this configuration is base and has just recorded it."""
+
+    value: Any
+    source: str
+    recorded: bool
+
+
+def source_key(name: str, *sources: str | Path) -> str:
+    """A reference key valid for these source files only: ``<name>:<hash of their bytes>``
+    (a cached reference of an earlier run is ignored as soon as any of them changed)."""
+    data = b"".join(Path(s).read_bytes() for s in sources)
+    return f"{name}:" + hashlib.sha256(data).hexdigest()[:16]
+
+
 def pick_port(start: int, taken: set[int]) -> int:
     """A port for a test cluster that no other pgnvm cluster is configured for and nothing
     listens on (starting a cluster on a port another cluster holds is refused)."""
@@ -79,47 +89,69 @@ def pick_port(start: int, taken: set[int]) -> int:
 
 
 class EngineEnv:
-    """One engine's (or engine variant's) cluster and work directory.
+    """One configuration's cluster (held as a :class:`~bench.core.server.Server`), work
+    directory and artifacts.
 
-    Checks decide by ``engine`` (the storage engine: a variant of se2 is checked as se2) and
-    name results by ``label`` (``se2+helper``); ``records_reference`` says whether this is
-    the cluster whose answers the others are compared with (stock base)."""
+    Checks decide by ``engine`` (the storage engine: ``nvm_se2_m1`` is checked as se2) and
+    name results by ``label`` (the configuration's name); ``records_reference`` says whether
+    this is the cluster whose answers the others are compared with (stock base)."""
 
-    def __init__(self, run: RunState, variant: Variant, port: int) -> None:
+    def __init__(
+        self, run: RunState, config: Config, port: int, verdict: Verdict = AVAILABLE
+    ) -> None:
         self.run = run
-        self.variant = variant
-        self.engine = variant.engine
-        self.label = variant.label
-        self.spec = clu.ClusterSpec(
-            name=f"{NAME_PREFIX}{variant.slug}",
-            engine=variant.engine,
-            storage="nvm",
+        self.config = config
+        self.engine = config.engine
+        self.label = config.name
+        self.verdict = verdict  # availability of the configuration here
+        spec = clu.ClusterSpec(
+            name=f"{NAME_PREFIX}{config.name}",
+            engine=config.engine,
+            storage=config.storage,
             port=port,
             flavour=FLAVOUR,
-            settings={**BASE_SETTINGS, **variant.settings_dict},
+            settings=configs.server_settings(config, BASE_SETTINGS),
         )
-        self.cluster = clu.Cluster(self.spec)
-        self.workdir = run.work_root / variant.slug
-        self.artifacts = run.results_dir / variant.slug
+        self.server = Server(
+            clu.Cluster(spec),
+            options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
+            connect_timeout=30,
+        )
+        self.workdir = run.work_root / config.name
+        self.artifacts = run.results_dir / config.name
 
     @property
     def records_reference(self) -> bool:
-        return self.variant.is_reference
+        return self.config.is_reference
+
+    def reference(self, key: str, value: Any) -> Reference:
+        """Stock base records ``value`` under ``key``; any other configuration gets base's
+        value (of this run, else cached by an earlier one) and where it came from."""
+        if self.records_reference:
+            self.run.store_reference(key, value)
+            return Reference(value, "recorded as reference", recorded=True)
+        got = self.run.load_reference(key)
+        if got is None:
+            return Reference(None, "", recorded=False)
+        return Reference(got[0], got[1], recorded=False)
 
     # ---- lifecycle
 
     def setup(self) -> str:
-        """initdb + start; returns a description. Raises on failure."""
+        """initdb + start; returns a description. Raises on failure (also when the
+        configuration is not available here)."""
+        if self.verdict.available is False:
+            raise RuntimeError(f"not available: {self.verdict.why}")
         osuser.ensure_dir(self.workdir)
-        self.cluster.init(force=True)
-        self.cluster.start()
-        with self.connect() as c:
+        self.server.cluster.init(force=True)
+        self.server.start()
+        with self.server.connect() as c:
             cs = c.execute("SHOW data_checksums").fetchone()
             ver = c.execute("SELECT version()").fetchone()
             eng = None
             with contextlib.suppress(psycopg.Error):
                 eng = c.execute("SHOW nvm_storage_engine").fetchone()
-            extra = {k: c.execute(f"SHOW {k}").fetchone() for k in self.variant.settings_dict}
+            extra = {k: c.execute(f"SHOW {k}").fetchone() for k in self.config.settings}
         if cs is None or cs[0] != "on":
             raise RuntimeError(f"data_checksums is {cs[0] if cs else None!r}, expected on")
         shown = eng[0] if eng else "(no nvm_storage_engine setting: stock server)"
@@ -128,114 +160,35 @@ class EngineEnv:
                 f"server reports nvm_storage_engine={shown!r}, expected {self.engine}"
             )
         out = f"{ver[0] if ver else '?'}; data_checksums=on; nvm_storage_engine={shown}"
-        for k, want in self.variant.settings:
+        for k, want in self.config.settings.items():
             got = extra[k][0] if extra[k] else None
             if got != want:
                 raise RuntimeError(f"server reports {k}={got!r}, expected {want!r}")
             out += f"; {k}={got}"
+        if self.verdict.available is None:
+            out += f"; availability unknown: {self.verdict.why}"
         return out
 
     def teardown(self) -> None:
         with contextlib.suppress(Exception):
-            self.cluster.stop("immediate")
+            self.server.stop("immediate")
         if not self.run.keep:
             with contextlib.suppress(Exception):
-                self.cluster.destroy()
+                self.server.cluster.destroy()
             shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def ensure_running(self, ready_timeout: float = 60.0) -> str:
-        """Make sure the server accepts connections before a check: start it if a check left
-        it down; wait while it recovers from a crash a check caused (the postmaster restarts
-        itself, and connections fail meanwhile with "the database system is in recovery
-        mode"), restarting it if that takes longer than ``ready_timeout``. Returns a note for
-        the next check's detail, empty when the server was simply up."""
-        if not self.cluster.is_running():
-            self.cluster.start()
-            return "note: the server was down after the previous check and was restarted. "
-        deadline = time.monotonic() + ready_timeout
-        waited = False
-        while True:
-            try:
-                with self.connect(connect_timeout=10) as c:
-                    c.execute("SELECT 1")
-                break
-            except psycopg.OperationalError:
-                if time.monotonic() > deadline:
-                    self.restart("immediate")
-                    return (
-                        f"note: the server did not accept connections within "
-                        f"{ready_timeout:.0f}s after the previous check and was restarted. "
-                    )
-                waited = True
-                time.sleep(0.2)
-        if waited:
-            return (
-                "note: the server was not accepting connections after the previous check "
-                "(crash recovery?); waited until it was. "
-            )
-        return ""
-
-    def restart(self, mode: str = "fast") -> None:
-        self.cluster.stop(mode)
-        self.cluster.start()
-
-    @contextlib.contextmanager
-    def extra_settings(self, settings: dict[str, str]) -> Iterator[None]:
-        """Server settings for one check: written to the cluster's pgnvm.conf now (they take
-        effect at the next restart, or reload for reloadable ones), the usual ones written
-        back afterwards and reloaded, also when the check fails."""
-        usual = dict(self.spec.settings)
-        self.spec.settings = {**usual, **settings}
-        self.cluster.init()  # same spec but the settings: rewrites pgnvm.conf only
-        try:
-            yield
-        finally:
-            self.spec.settings = usual
-            self.cluster.init()
-            if self.cluster.is_running():
-                with contextlib.suppress(psycopg.Error), self.connect() as c:
-                    c.execute("SELECT pg_reload_conf()")
-
-    # ---- SQL
-
-    def connect(
-        self, dbname: str = "postgres", autocommit: bool = True, **kw: Any
-    ) -> psycopg.Connection:
-        kw.setdefault("connect_timeout", 30)
-        conn = psycopg.connect(
-            self.cluster.conninfo(dbname),
-            autocommit=autocommit,
-            options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
-            **kw,
-        )
-        return conn
 
     # ---- server log
 
-    def log_offset(self) -> int:
-        try:
-            return self.cluster.logfile().stat().st_size
-        except OSError:
-            return 0
-
-    def log_since(self, offset: int) -> str:
-        try:
-            with open(self.cluster.logfile(), "rb") as f:
-                f.seek(offset)
-                return f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-
     def log_problems_since(self, offset: int) -> list[str]:
-        return errmatch.log_problems(self.log_since(offset))
+        return errmatch.log_problems(self.server.log_since(offset))
 
     # ---- client tools
 
     def client_env(self) -> dict[str, str]:
-        return self.cluster.env()
+        return self.server.cluster.env()
 
     def tool(self, name: str) -> str:
-        return str(self.cluster.bin(name))
+        return str(self.server.cluster.bin(name))
 
     def run_tool(
         self,

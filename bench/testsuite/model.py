@@ -18,7 +18,7 @@ class Status(StrEnum):
 @dataclass
 class CheckResult:
     check: str
-    engine: str | None
+    config: str | None  # the configuration's name; None: a check that runs once
     status: Status
     duration: float = 0.0
     detail: str = ""
@@ -26,10 +26,10 @@ class CheckResult:
 
     @property
     def name(self) -> str:
-        return f"{self.check}[{self.engine}]" if self.engine else self.check
+        return f"{self.check}[{self.config}]" if self.config else self.check
 
     def line(self) -> str:
-        """One summary line: ``PASS regress[se1] 41.2s`` (+ a short reason when not passing)."""
+        """One summary line: ``PASS regress[nvm_se1] 41.2s`` (+ a short reason when not passing)."""
         out = f"{self.status.value} {self.name} {self.duration:.1f}s"
         if self.status is not Status.PASS and self.detail:
             first = self.detail.strip().splitlines()[0] if self.detail.strip() else ""
@@ -89,13 +89,13 @@ def report(
     results: list[CheckResult],
     *,
     started: str,
-    engines: list[str],
+    configs: list[str],
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     passed, failed, skipped = counts(results)
     return {
         "started": started,
-        "engines": engines,
+        "configs": configs,
         "passed": passed,
         "failed": failed,
         "skipped": skipped,

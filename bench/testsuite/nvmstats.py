@@ -1,6 +1,7 @@
-"""contrib/pgnvm from the checks: counters of ``pgnvm_stats``, redirected buffers of a relation
-(``pgnvm_buffers()`` joined with ``pg_buffercache``), and the bytes of a block in the
-relation's file."""
+"""contrib/pgnvm from the checks: redirected buffers of a relation (``pgnvm_buffers()``
+joined with ``pg_buffercache``), the bytes of a block in the relation's file, and the
+backend's prefetch pool as a typed value. The counters themselves are read by
+:mod:`bench.core.counters`."""
 
 from __future__ import annotations
 
@@ -10,36 +11,14 @@ from typing import Any
 
 import psycopg
 
+from bench.core import counters
+
 BLCKSZ = 8192
-#: the counters of the pgnvm_stats view (everything but ``engine``)
-COUNTERS: tuple[str, ...] = (
-    "mapped_reads",
-    "mapped_writes",
-    "redirects",
-    "cow_copies",
-    "hints_skipped",
-    "bytes_not_copied",
-)
 
 
 def ensure_extensions(conn: psycopg.Connection[Any]) -> None:
     conn.execute("CREATE EXTENSION IF NOT EXISTS pgnvm")
     conn.execute("CREATE EXTENSION IF NOT EXISTS pg_buffercache")
-
-
-def read_stats(conn: psycopg.Connection[Any]) -> dict[str, int]:
-    row = conn.execute(f"SELECT {', '.join(COUNTERS)} FROM pgnvm_stats").fetchone()
-    assert row is not None
-    return {k: int(v) for k, v in zip(COUNTERS, row, strict=True)}
-
-
-def delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
-    """How much each counter grew (they only grow while the server runs)."""
-    return {k: after[k] - before[k] for k in COUNTERS}
-
-
-def fmt(d: dict[str, int], keys: tuple[str, ...] = COUNTERS) -> str:
-    return " ".join(f"{k}+{d[k]}" for k in keys)
 
 
 @dataclass(frozen=True)
@@ -83,20 +62,6 @@ def block_bytes(path: Path, block: int) -> bytes:
     return data
 
 
-#: the prefetch counters of the pgnvm_stats view (summed over all processes)
-PREFETCH_COUNTERS: tuple[str, ...] = ("prefetch_jobs", "prefetch_bytes", "prefetch_dropped")
-
-
-def read_prefetch_stats(conn: psycopg.Connection[Any]) -> dict[str, int]:
-    row = conn.execute(f"SELECT {', '.join(PREFETCH_COUNTERS)} FROM pgnvm_stats").fetchone()
-    assert row is not None
-    return {k: int(v) for k, v in zip(PREFETCH_COUNTERS, row, strict=True)}
-
-
-def delta_prefetch(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
-    return {k: after[k] - before[k] for k in PREFETCH_COUNTERS}
-
-
 @dataclass(frozen=True)
 class PrefetchPool:
     """``pgnvm_prefetch()``: the calling backend's settings and prefetch helper pool (the
@@ -124,30 +89,22 @@ class PrefetchPool:
         )
 
 
-PREFETCH_SQL = (
-    "SELECT mode, mapping, helpers, scheme, fallback, helper_tids, helper_cpus, "
-    "jobs_enqueued, jobs_done, fault_errors FROM pgnvm_prefetch()"
-)
-
-
-def prefetch_pool(row: tuple[Any, ...]) -> PrefetchPool:
-    """A row of :data:`PREFETCH_SQL` (NULLs when the backend has no pool)."""
-    mode, mapping, helpers, scheme, fallback, tids, cpus, enq, done, faults = row
+def prefetch_pool(d: dict[str, Any]) -> PrefetchPool:
+    """The pool of a :func:`bench.core.counters.read_prefetch_pool` dict (NULLs when the
+    backend has no pool)."""
     return PrefetchPool(
-        mode=str(mode),
-        mapping=str(mapping),
-        helpers=int(helpers),
-        scheme=scheme,
-        fallback=fallback,
-        tids=tuple(int(t) for t in tids or ()),
-        cpus=tuple(int(c) for c in cpus or ()),
-        jobs_enqueued=int(enq or 0),
-        jobs_done=int(done or 0),
-        fault_errors=int(faults or 0),
+        mode=str(d["mode"]),
+        mapping=str(d["mapping"]),
+        helpers=int(d["helpers"]),
+        scheme=d.get("scheme"),
+        fallback=d.get("fallback"),
+        tids=tuple(int(t) for t in d.get("helper_tids") or ()),
+        cpus=tuple(int(c) for c in d.get("helper_cpus") or ()),
+        jobs_enqueued=int(d.get("jobs_enqueued") or 0),
+        jobs_done=int(d.get("jobs_done") or 0),
+        fault_errors=int(d.get("fault_errors") or 0),
     )
 
 
 def read_prefetch(conn: psycopg.Connection[Any]) -> PrefetchPool:
-    row = conn.execute(PREFETCH_SQL).fetchone()
-    assert row is not None
-    return prefetch_pool(row)
+    return prefetch_pool(counters.read_prefetch_pool(conn))

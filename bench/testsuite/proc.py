@@ -38,7 +38,7 @@ def is_root() -> bool:
 
 def server_argv(cmd: Sequence[str], env: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
     """argv + environment that run ``cmd`` as the server's OS user (``pgnvm`` when root)."""
-    from bench import osuser
+    from bench.core import osuser
 
     senv = osuser.server_env(env)
     if is_root():
@@ -85,7 +85,7 @@ def run(
     if as_server:
         full, merged = server_argv(full, merged)
         if cwd is None and is_root():
-            from bench import paths
+            from bench.core import paths
 
             cwd = paths.pgnvm_home()
     t0 = time.monotonic()

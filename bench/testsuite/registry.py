@@ -1,73 +1,52 @@
-"""The checks of ``./pgnvm test``, in the order they run for each engine."""
+"""The checks of ``./pgnvm test``: names, the order they run in for each configuration, time
+limits and what each is. Data only (the command line lists it without importing a check);
+the functions are :data:`bench.testsuite.runner.CHECK_FUNCS`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-
-from bench.testsuite.checks.amcheck import amcheck
-from bench.testsuite.checks.checksum import checksum
-from bench.testsuite.checks.cow import cow
-from bench.testsuite.checks.crash import crash
-from bench.testsuite.checks.differential import differential
-from bench.testsuite.checks.enospc import enospc
-from bench.testsuite.checks.faults import cow_failure, mapping_limits
-from bench.testsuite.checks.pgsuites import isolation, pgnvm_ext, regress, tap_recovery
-from bench.testsuite.checks.prefetch_lifecycle import prefetch_lifecycle
-from bench.testsuite.checks.redirect import redirect
-from bench.testsuite.checks.strace_check import strace
-from bench.testsuite.checks.stress import stress
-from bench.testsuite.checks.truncated import truncated
-from bench.testsuite.context import EngineEnv
-
-CheckFunc = Callable[[EngineEnv, float], str]
 
 
 @dataclass(frozen=True)
 class CheckDef:
     name: str
-    func: CheckFunc
     limit: float  # seconds
     doc: str
 
 
 ENGINE_CHECKS: tuple[CheckDef, ...] = (
-    CheckDef("regress", regress, 15 * 60, "make installcheck-parallel (src/test/regress)"),
-    CheckDef("pgnvm_ext", pgnvm_ext, 5 * 60, "make installcheck (contrib/pgnvm)"),
-    CheckDef("isolation", isolation, 15 * 60, "make installcheck (src/test/isolation)"),
-    CheckDef("amcheck", amcheck, 10 * 60, "pg_amcheck of the regression databases"),
-    CheckDef("truncated", truncated, 5 * 60, "relation file truncated behind the server"),
-    CheckDef("checksum", checksum, 5 * 60, "page corrupted behind the server: same error as base"),
-    CheckDef("enospc", enospc, 5 * 60, "tablespace on a full tmpfs (root only)"),
-    CheckDef("differential", differential, 15 * 60, "query digests identical to base"),
-    CheckDef("strace", strace, 5 * 60, "no pread of relation files in a seq scan (se1+)"),
-    CheckDef("redirect", redirect, 5 * 60, "se2 scans redirect buffers (none elsewhere)"),
-    CheckDef("cow", cow, 5 * 60, "se2 copy-on-write: the file changes only at write-back"),
+    CheckDef("regress", 15 * 60, "make installcheck-parallel (src/test/regress)"),
+    CheckDef("pgnvm_ext", 5 * 60, "make installcheck (contrib/pgnvm)"),
+    CheckDef("isolation", 15 * 60, "make installcheck (src/test/isolation)"),
+    CheckDef("amcheck", 10 * 60, "pg_amcheck of the regression databases"),
+    CheckDef("truncated", 5 * 60, "relation file truncated behind the server"),
+    CheckDef("checksum", 5 * 60, "page corrupted behind the server: same error as base"),
+    CheckDef("enospc", 5 * 60, "tablespace on a full tmpfs (root only)"),
+    CheckDef("differential", 15 * 60, "query digests identical to base"),
+    CheckDef("strace", 5 * 60, "no pread of relation files in a seq scan (se1+)"),
+    CheckDef("redirect", 5 * 60, "se2 scans redirect buffers (none elsewhere)"),
+    CheckDef("cow", 5 * 60, "se2 copy-on-write: the file changes only at write-back"),
     CheckDef(
         "cow_failure",
-        cow_failure,
         5 * 60,
         "a copy-on-write that cannot map the segment leaves the page usable",
     ),
     CheckDef(
         "mapping_limits",
-        mapping_limits,
         10 * 60,
         "1500 relations, nvm_max_mappings=8, no address space: checkpoints and scans work",
     ),
     CheckDef(
         "prefetch_lifecycle",
-        prefetch_lifecycle,
         5 * 60,
         "se2 prefetch helper threads survive cancel/timeout/FATAL/exit, follow the settings",
     ),
-    CheckDef("stress", stress, 6 * 60, "concurrent writers/readers/VACUUM; digest = base's"),
-    CheckDef("crash", crash, 10 * 60, "kill -9 under load; acknowledged commits survive"),
+    CheckDef("stress", 6 * 60, "concurrent writers/readers/VACUUM; digest = base's"),
+    CheckDef("crash", 10 * 60, "kill -9 under load; acknowledged commits survive"),
     CheckDef(
         "tap_recovery",
-        tap_recovery,
         15 * 60,
-        "PostgreSQL's recovery TAP suite, engine in TEMP_CONFIG (storage engines, not variants)",
+        "PostgreSQL's recovery TAP suite, engine in TEMP_CONFIG (not for prefetch variants)",
     ),
 )
 

@@ -14,14 +14,25 @@ import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from bench import build, osuser, paths, ui
-from bench import cluster as clu
-from bench.testsuite import engines as engines_mod
-from bench.testsuite import model, proc, registry
+from bench.core import build, configs, osuser, paths, ui
+from bench.core import cluster as clu
+from bench.testsuite import model, proc, registry, settings
+from bench.testsuite.checks.amcheck import amcheck
+from bench.testsuite.checks.checksum import checksum
+from bench.testsuite.checks.cow import cow
+from bench.testsuite.checks.crash import crash
+from bench.testsuite.checks.differential import differential
+from bench.testsuite.checks.enospc import enospc
+from bench.testsuite.checks.faults import cow_failure, mapping_limits
+from bench.testsuite.checks.pgsuites import isolation, pgnvm_ext, regress, tap_recovery
 from bench.testsuite.checks.prefetch_check import prefetch_check
+from bench.testsuite.checks.prefetch_lifecycle import prefetch_lifecycle
 from bench.testsuite.checks.pytest_check import pytest_check
+from bench.testsuite.checks.redirect import redirect
+from bench.testsuite.checks.strace_check import strace
+from bench.testsuite.checks.stress import stress
+from bench.testsuite.checks.truncated import truncated
 from bench.testsuite.context import (
-    FLAVOUR,
     PORT_BASE,
     EngineEnv,
     RunState,
@@ -30,11 +41,35 @@ from bench.testsuite.context import (
 )
 from bench.testsuite.errmatch import headline
 from bench.testsuite.model import CheckFailed, CheckResult, CheckSkipped, Status
+from bench.testsuite.settings import BASE_SETTINGS, FLAVOUR
+
+CheckFunc = Callable[[EngineEnv, float], str]
+
+#: The function of each check of registry.ENGINE_CHECKS.
+CHECK_FUNCS: dict[str, CheckFunc] = {
+    "regress": regress,
+    "pgnvm_ext": pgnvm_ext,
+    "isolation": isolation,
+    "amcheck": amcheck,
+    "truncated": truncated,
+    "checksum": checksum,
+    "enospc": enospc,
+    "differential": differential,
+    "strace": strace,
+    "redirect": redirect,
+    "cow": cow,
+    "cow_failure": cow_failure,
+    "mapping_limits": mapping_limits,
+    "prefetch_lifecycle": prefetch_lifecycle,
+    "stress": stress,
+    "crash": crash,
+    "tap_recovery": tap_recovery,
+}
 
 
 @dataclass
 class Options:
-    engines: list[str] | None = None  # labels of engines/variants; None: defaults (+ probed)
+    configs: list[str] | None = None  # names of the catalogue; None: the defaults (+ probed)
     only: list[str] | None = None
     keep: bool = False
     seed: int | None = None
@@ -67,16 +102,16 @@ class Interrupted(KeyboardInterrupt):
 
 def run_one(
     name: str,
-    engine: str | None,
+    config: str | None,
     limit: float,
     body: Callable[[], str],
     env: EngineEnv | None = None,
 ) -> CheckResult:
     """Run ``body`` under the time limit; any failure becomes a FAIL result, never a crash."""
-    label = f"{name}[{engine}]" if engine else name
+    label = f"{name}[{config}]" if config else name
     ui.step(f"{label} (limit {limit / 60:.0f} min)")
     t0 = time.monotonic()
-    offset = env.log_offset() if env else 0
+    offset = env.server.log_offset() if env else 0
     status, detail, artifacts = Status.PASS, "", []
     try:
         with proc.time_limit(limit):
@@ -88,7 +123,7 @@ def run_one(
     except proc.CheckTimeout as e:
         status, detail = Status.FAIL, f"TIMEOUT: {e}"
     except KeyboardInterrupt as e:
-        r = CheckResult(name, engine, Status.FAIL, time.monotonic() - t0, "interrupted")
+        r = CheckResult(name, config, Status.FAIL, time.monotonic() - t0, "interrupted")
         raise Interrupted(r) from e
     except Exception as e:
         status, detail = Status.FAIL, _detail_of(e)
@@ -100,14 +135,14 @@ def run_one(
                 detail = "server log shows a crash: " + " | ".join(problems[:5])
             else:
                 detail += "\nserver log: " + " | ".join(problems[:5])
-    r = CheckResult(name, engine, status, time.monotonic() - t0, detail, artifacts)
+    r = CheckResult(name, config, status, time.monotonic() - t0, detail, artifacts)
     (ui.error if status is Status.FAIL else ui.info)(r.line())
     if status is not Status.PASS and detail:
         print(detail.rstrip(), file=sys.stderr, flush=True)
     return r
 
 
-def _engine_run(
+def _config_run(
     env: EngineEnv, checks: list[registry.CheckDef], results: list[CheckResult]
 ) -> None:
     setup = run_one("setup", env.label, 10 * 60, env.setup, env)
@@ -124,7 +159,7 @@ def _engine_run(
     for c in checks:
         pre = ""
         try:
-            pre = env.ensure_running()
+            pre = env.server.ensure_running()
         except Exception as e:
             results.append(
                 CheckResult(
@@ -137,17 +172,19 @@ def _engine_run(
             )
             ui.error(results[-1].line())
             continue
-        r = run_one(c.name, env.label, c.limit, lambda c=c: c.func(env, c.limit), env)
+        r = run_one(c.name, env.label, c.limit, lambda c=c: CHECK_FUNCS[c.name](env, c.limit), env)
         if pre:
             r.detail = pre + r.detail
         results.append(r)
         if r.detail.startswith("TIMEOUT"):
             # sessions of the timed-out check may still run: start the next check afresh
             with contextlib.suppress(Exception):
-                env.restart("immediate")
+                env.server.restart("immediate")
 
 
-def _prepare(opts: Options) -> tuple[RunState, list[str], dict[str, str], float]:
+def _prepare(
+    opts: Options,
+) -> tuple[RunState, list[str], dict[str, configs.Verdict], dict[str, str], float]:
     t0 = time.monotonic()
     if opts.build:
         build.ensure_built(FLAVOUR)
@@ -155,10 +192,12 @@ def _prepare(opts: Options) -> tuple[RunState, list[str], dict[str, str], float]
         raise build.BuildError(f"--no-build, but the {FLAVOUR} flavour is not installed")
     build_s = time.monotonic() - t0
     notes: dict[str, str] = {}
-    if opts.engines:
-        engine_list = opts.engines
+    bindir = build.bindir(FLAVOUR)
+    if opts.configs:
+        names = opts.configs
     else:
-        engine_list, notes = engines_mod.default_engines(build.bindir(FLAVOUR))
+        names, notes = settings.default_configs(bindir, BASE_SETTINGS)
+    verdicts = configs.availability(bindir, settings.resolve(names), BASE_SETTINGS)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     results_root = repo_results_dir()
     run = RunState(
@@ -171,11 +210,11 @@ def _prepare(opts: Options) -> tuple[RunState, list[str], dict[str, str], float]
         reference_file=results_root / "test-reference.json",
     )
     osuser.ensure_dir(run.work_root)
-    return run, engine_list, notes, build_s
+    return run, names, verdicts, notes, build_s
 
 
 def _run_global(name: str, run: RunState) -> CheckResult:
-    """One of registry.GLOBAL_CHECKS (run once, not per engine)."""
+    """One of registry.GLOBAL_CHECKS (run once, not per configuration)."""
     limit = registry.GLOBAL_LIMITS[name]
 
     def body() -> str:
@@ -190,7 +229,7 @@ def _run_global(name: str, run: RunState) -> CheckResult:
 
 @contextlib.contextmanager
 def one_run_at_a_time() -> Iterator[None]:
-    """Hold PGNVM_HOME/test/.run.lock for the whole run: the test clusters (pgnvm-test-<engine>)
+    """Hold PGNVM_HOME/test/.run.lock for the whole run: the test clusters (pgnvm-test-<config>)
     and their ports are shared by every run of this PGNVM_HOME, so a second run would
     re-initdb and stop the first one's servers under it. A second run waits."""
     lock = paths.pgnvm_home() / "test" / ".run.lock"
@@ -225,13 +264,14 @@ def _run_tests(opts: Options) -> int:
     results: list[CheckResult] = []
     envs: list[EngineEnv] = []
     run: RunState | None = None
-    engine_list: list[str] = []
+    names: list[str] = []
+    verdicts: dict[str, configs.Verdict] = {}
     notes: dict[str, str] = {}
     build_s = 0.0
     interrupted = False
     try:
         try:
-            run, engine_list, notes, build_s = _prepare(opts)
+            run, names, verdicts, notes, build_s = _prepare(opts)
         except Exception as e:
             results.append(
                 CheckResult("build", None, Status.FAIL, time.monotonic() - t_all, _detail_of(e))
@@ -239,22 +279,22 @@ def _run_tests(opts: Options) -> int:
             ui.error(results[-1].line())
         if run is not None:
             ui.info(
-                f"engines: {', '.join(engine_list)}; checks: "
+                f"configurations: {', '.join(names)}; checks: "
                 f"{', '.join([c.name for c in checks] + global_checks)}; "
                 f"seed {run.seed}; work dir {run.work_root}"
             )
-            for e, out in notes.items():
-                if e not in engine_list:
-                    ui.info(f"engine {e} not in the default run: the server says {out!r}")
+            for n, out in notes.items():
+                if n not in names:
+                    ui.info(f"{n} and its variants not in the default run: {out}")
             if checks:
                 ports: set[int] = set()
-                for engine in engine_list:
+                for cfg in settings.resolve(names):
                     port = pick_port(PORT_BASE, ports)
                     ports.add(port)
-                    env = EngineEnv(run, engines_mod.variant(engine), port)
+                    env = EngineEnv(run, cfg, port, verdicts[cfg.name])
                     envs.append(env)
                     try:
-                        _engine_run(env, checks, results)
+                        _config_run(env, checks, results)
                     finally:
                         env.teardown()
             for name in global_checks:
@@ -267,7 +307,7 @@ def _run_tests(opts: Options) -> int:
     finally:
         for env in envs:
             with contextlib.suppress(BaseException):
-                env.cluster.stop("immediate")
+                env.server.stop("immediate")
         with contextlib.suppress(BaseException):
             clu.stop_started("immediate")
         if run is not None and not opts.keep:
@@ -279,7 +319,7 @@ def _run_tests(opts: Options) -> int:
         data = model.report(
             results,
             started=started,
-            engines=engine_list,
+            configs=names,
             extra={
                 "seed": run.seed,
                 "commit": _git_commit(),

@@ -6,7 +6,8 @@ import argparse
 import os
 from pathlib import Path
 
-from bench.tpch import configs, queries, targets
+from bench.core import configs
+from bench.tpch import queries, settings
 
 DESCRIPTION = """\
 Run the TPC-H benchmark of papers 002 (§5-§6, §8) and 004 (§4) on PostgreSQL 18 with each
@@ -24,11 +25,15 @@ and hardware counters (where the machine has them)."""
 EPILOG = (
     """\
 Configurations (--list-configs for details): """
-    + ", ".join(f"{c.name}{'' if c.default else ' (not default)'}" for c in configs.CONFIGS)
+    + ", ".join(
+        f"{n}{'' if n in settings.DEFAULT_CONFIGS else ' (not default)'}" for n in configs.NAMES
+    )
     + """.
 A configuration whose engine or settings the built server refuses (e.g. nvm_se2 before se2
-lands), or whose prefetch helper mapping the CPU topology cannot honour (nvm_se2_m2/m3 need an
-SMT sibling among the CPUs this process may use), is reported as not available and skipped.
+lands), or whose prefetch helper mapping the prefetching library cannot place as named
+(nvmpf-topology: nvm_se2_m2/m3 need an SMT sibling among the CPUs this process may use), is
+reported as not available and skipped; where nvmpf-topology is not installed the helper
+configurations run and the report says their availability is unknown.
 Exit status: 0, or 1 if an answer differs between configurations or a run failed with an
 error or crash (timeouts are reported, not failures), 130 on Ctrl-C (finished runs are kept
 and reported)."""
@@ -84,7 +89,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         metavar="LIST",
         help="comma-separated configurations to run (default: "
-        f"{','.join(configs.default_names())}); see --list-configs",
+        f"{','.join(settings.DEFAULT_CONFIGS)}); see --list-configs",
     )
     p.add_argument(
         "--queries",
@@ -145,10 +150,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--port",
         type=int,
-        default=targets.DEFAULT_PORT,
+        default=settings.DEFAULT_PORT,
         metavar="PORT",
         help=f"port of the nvm cluster; the disk cluster uses PORT+1 (default: "
-        f"{targets.DEFAULT_PORT})",
+        f"{settings.DEFAULT_PORT})",
     )
     p.add_argument(
         "--data-checksums",
@@ -181,7 +186,7 @@ def _cmd_tpch(args: argparse.Namespace) -> int:
     from bench.tpch import runner
 
     try:
-        configs.resolve(args.configs)
+        configs.resolve(args.configs or ())
     except ValueError as e:
         raise SystemExit(f"pgnvm tpch: {e}") from None
     opts = runner.Options(
@@ -195,7 +200,7 @@ def _cmd_tpch(args: argparse.Namespace) -> int:
         shared_buffers=args.shared_buffers,
         work_mem=args.work_mem,
         port=args.port,
-        prefix=os.environ.get(runner.PREFIX_ENV) or targets.DEFAULT_PREFIX,
+        prefix=os.environ.get(runner.PREFIX_ENV) or settings.DEFAULT_PREFIX,
         perf=not args.no_perf,
         explain=not args.no_explain,
         build=not args.no_build,
@@ -206,40 +211,15 @@ def _cmd_tpch(args: argparse.Namespace) -> int:
 
 
 def _list_configs(args: argparse.Namespace) -> int:
-    from bench import paths
+    from bench.core import paths
 
-    common = configs.Common(args.shared_buffers, args.work_mem, args.parallel_workers)
-    bindir = paths.install_dir("release") / "bin"
-    built = (bindir / "postgres").is_file()
-    if built:
-        avail = configs.availability(bindir, list(configs.CONFIGS), common)
-    else:
-        avail = configs.topology_availability(list(configs.CONFIGS))
-    for c in configs.CONFIGS:
-        why = avail.get(c.name)
-        if why is not None:
-            a = f"NO: {why}"
-        elif not built:
-            a = "unknown (release build not present yet)"
-        else:
-            a = "yes"
-        own = dict(c.settings)
-        if c.shared_buffers:
-            own["shared_buffers"] = (
-                c.shared_buffers + " (sized to hold the whole database)"
-                if c.shared_buffers == configs.SB_WHOLE_DB
-                else c.shared_buffers
-            )
-        print(f"{c.name}{'' if c.default else '  (not in the default set)'}")
-        print(f"    {c.doc}")
-        print(f"    engine={c.engine}  storage={c.storage}  available: {a}")
-        print(
-            f"    settings: {', '.join(f'{k}={v}' for k, v in own.items()) or '-'}"
-            + ("; pg_prewarm after each restart" if c.prewarm else "")
-            + ("; OS page cache dropped before each run" if c.drop_caches else "")
-        )
-    print(
-        "common settings (all configurations): "
-        + ", ".join(f"{k}={v}" for k, v in configs.common_settings(common).items())
+    common = settings.common_settings(
+        settings.Common(args.shared_buffers, args.work_mem, args.parallel_workers)
     )
+    bindir = paths.install_dir("release") / "bin"
+    verdicts = None
+    if (bindir / "postgres").is_file():
+        verdicts = configs.availability(bindir, configs.CONFIGS, common)
+    for line in configs.listing(settings.DEFAULT_CONFIGS, verdicts, common):
+        print(line)
     return 0

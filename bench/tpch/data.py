@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import osuser, paths, ui
+from bench.core import osuser, paths, ui
 
 TABLES: tuple[str, ...] = (
     "region",

@@ -1,11 +1,13 @@
 """What is measured around one query execution, besides wall-clock time.
 
-* :class:`ProcSample` - a process's user/system CPU time, minor/major page faults, on-CPU
-  time (schedstat, ns) and context switches from ``/proc/<pid>/{stat,schedstat,status}``
-  (readable for any process as root; for the server user's processes otherwise).
-* :func:`thread_samples` / :func:`backend_delta` - the same per thread, from
-  ``/proc/<pid>/task/<tid>/...``: the measured backend's main thread (tid == pid) is the
-  computation thread; every other thread of the backend process is a prefetch helper
+/proc is read by :mod:`bench.core.procfs` (:class:`~bench.core.procfs.ProcSample`: a
+process's or thread's user/system CPU time, minor/major page faults, on-CPU time from
+schedstat, context switches; readable for any process as root, for the server user's
+processes otherwise). Here:
+
+* :func:`backend_delta` - over two :func:`~bench.core.procfs.thread_samples` of the
+  backend (``/proc/<pid>/task/<tid>/...``): the measured backend's main thread (tid == pid)
+  is the computation thread; every other thread of the backend process is a prefetch helper
   (``nvm_prefetch = helper``: created during the query on its first redirected read, alive
   until the connection closes, so they are still there when the query has ended). The
   process-wide ``/proc/<pid>/stat`` would sum both.
@@ -31,107 +33,21 @@ import os
 import platform
 import re
 import struct
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import psycopg
 
-CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
+from bench.core import procfs
 
 # --------------------------------------------------------------------------- /proc
-
-
-@dataclass
-class ProcSample:
-    utime: float  # seconds
-    stime: float
-    minflt: int
-    majflt: int
-    cutime: float  # reaped children
-    cstime: float
-    starttime: int  # clock ticks since boot (identifies the process with the pid)
-    runtime_ns: int  # on-CPU time (schedstat), 0 if unavailable
-    vcsw: int  # voluntary context switches
-    nvcsw: int
-
-    def minus(self, before: ProcSample) -> dict[str, float]:
-        return {
-            "utime_s": self.utime - before.utime,
-            "stime_s": self.stime - before.stime,
-            "minflt": self.minflt - before.minflt,
-            "majflt": self.majflt - before.majflt,
-            "runtime_s": (self.runtime_ns - before.runtime_ns) / 1e9,
-            "vcsw": self.vcsw - before.vcsw,
-            "nvcsw": self.nvcsw - before.nvcsw,
-        }
-
-
-def parse_stat(text: str) -> tuple[str, list[str]]:
-    """(comm, fields from field 3 'state' on) of a /proc/<pid>/stat line."""
-    lpar = text.index("(")
-    rpar = text.rindex(")")
-    return text[lpar + 1 : rpar], text[rpar + 2 :].split()
-
-
-def proc_sample(pid: int, base: Path | None = None) -> ProcSample | None:
-    """The sample of ``pid`` (the whole process: all its threads); None if it does not exist
-    (any more). ``base``: read this directory instead of /proc/<pid> (a thread's
-    /proc/<pid>/task/<tid>, or a fake one in tests)."""
-    base = base if base is not None else Path(f"/proc/{pid}")
-    try:
-        _, f = parse_stat((base / "stat").read_text())
-    except (OSError, ValueError):
-        return None
-    # f[0] is field 3 (state): field N is f[N - 3]
-    runtime = 0
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        runtime = int((base / "schedstat").read_text().split()[0])
-    vcsw = nvcsw = 0
-    with contextlib.suppress(OSError, ValueError):
-        for line in (base / "status").read_text().splitlines():
-            if line.startswith("voluntary_ctxt_switches:"):
-                vcsw = int(line.split()[1])
-            elif line.startswith("nonvoluntary_ctxt_switches:"):
-                nvcsw = int(line.split()[1])
-    return ProcSample(
-        utime=int(f[11]) / CLK_TCK,
-        stime=int(f[12]) / CLK_TCK,
-        minflt=int(f[7]),
-        majflt=int(f[9]),
-        cutime=int(f[13]) / CLK_TCK,
-        cstime=int(f[14]) / CLK_TCK,
-        starttime=int(f[19]),
-        runtime_ns=runtime,
-        vcsw=vcsw,
-        nvcsw=nvcsw,
-    )
-
-
-ZERO = ProcSample(0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-
-
-def thread_samples(pid: int, proc: Path = Path("/proc")) -> dict[int, ProcSample]:
-    """tid -> sample of every thread of process ``pid`` (empty if it is gone)."""
-    out: dict[int, ProcSample] = {}
-    try:
-        tids = [int(t) for t in os.listdir(proc / str(pid) / "task") if t.isdigit()]
-    except OSError:
-        return out
-    for tid in sorted(tids):
-        s = proc_sample(tid, proc / str(pid) / "task" / str(tid))
-        if s is not None:  # a thread may exit between listdir and reading it
-            out[tid] = s
-    return out
-
 
 _SUMMED = ("utime_s", "stime_s", "minflt", "majflt", "runtime_s", "vcsw", "nvcsw")
 
 
 def backend_delta(
-    pid: int, before: dict[int, ProcSample], after: dict[int, ProcSample]
+    pid: int, before: dict[int, procfs.ProcSample], after: dict[int, procfs.ProcSample]
 ) -> tuple[dict[str, float] | None, dict[str, Any]]:
     """(main thread's delta, helper threads' summed delta) of backend ``pid`` between two
     :func:`thread_samples`. The main thread (tid == pid) is the computation thread; every
@@ -149,7 +65,7 @@ def backend_delta(
         if tid == pid:
             continue
         prev = before.get(tid)
-        base = prev if prev is not None and prev.starttime == s.starttime else ZERO
+        base = prev if prev is not None and prev.starttime == s.starttime else procfs.ZERO
         d = s.minus(base)
         for k in _SUMMED:
             helpers[k] += d[k]
@@ -159,29 +75,6 @@ def backend_delta(
     for k in ("utime_s", "stime_s", "runtime_s"):
         helpers[k] = round(helpers[k], 6)
     return main, helpers
-
-
-def proc_title(pid: int) -> str:
-    """The process title (PostgreSQL rewrites argv: 'postgres: io worker 0')."""
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return ""
-    return raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()
-
-
-def children_of(ppid: int) -> list[int]:
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            _, f = parse_stat(Path(f"/proc/{d}/stat").read_text())
-        except (OSError, ValueError):
-            continue
-        if int(f[1]) == ppid:
-            out.append(int(d))
-    return out
 
 
 _TITLE_GROUPS = (
@@ -212,21 +105,21 @@ def group_of(title: str, backend_type: str | None = None) -> str:
 
 @dataclass
 class ClusterSample:
-    postmaster: ProcSample | None
-    procs: dict[int, tuple[str, ProcSample]]  # pid -> (group, sample)
+    postmaster: procfs.ProcSample | None
+    procs: dict[int, tuple[str, procfs.ProcSample]]  # pid -> (group, sample)
 
 
 def cluster_sample(
     postmaster_pid: int, exclude: set[int], backend_types: dict[int, str]
 ) -> ClusterSample:
-    procs: dict[int, tuple[str, ProcSample]] = {}
-    for pid in children_of(postmaster_pid):
+    procs: dict[int, tuple[str, procfs.ProcSample]] = {}
+    for pid in procfs.children(postmaster_pid):
         if pid in exclude:
             continue
-        s = proc_sample(pid)
+        s = procfs.sample(pid)
         if s is not None:
-            procs[pid] = (group_of(proc_title(pid), backend_types.get(pid)), s)
-    return ClusterSample(proc_sample(postmaster_pid), procs)
+            procs[pid] = (group_of(procfs.cmdline(pid), backend_types.get(pid)), s)
+    return ClusterSample(procfs.sample(postmaster_pid), procs)
 
 
 def cluster_delta(before: ClusterSample, after: ClusterSample) -> dict[str, Any]:
@@ -238,7 +131,7 @@ def cluster_delta(before: ClusterSample, after: ClusterSample) -> dict[str, Any]
         if prev is not None and prev[1].starttime == s.starttime:
             d = s.minus(prev[1])
         else:  # started during the window
-            d = s.minus(ZERO)
+            d = s.minus(procfs.ZERO)
         g = groups.setdefault(group, {"utime_s": 0.0, "stime_s": 0.0, "procs": 0})
         g["utime_s"] += d["utime_s"]
         g["stime_s"] += d["stime_s"]
@@ -384,10 +277,7 @@ def hardware_unavailable_reason() -> str | None:
 
 
 def _paranoid() -> str:
-    try:
-        return Path("/proc/sys/kernel/perf_event_paranoid").read_text().strip()
-    except OSError:
-        return "?"
+    return procfs.sysctl("kernel.perf_event_paranoid") or "?"
 
 
 class PerfCounters:
@@ -490,15 +380,3 @@ def stat_io_delta(
 
 def stat_io_sum(rows: list[dict[str, Any]], backend_type: str, col: str) -> float:
     return float(sum(r.get(col, 0) for r in rows if r["backend_type"] == backend_type))
-
-
-def loadavg() -> float | None:
-    """The 1-minute load average (other work on the machine disturbs the timings)."""
-    try:
-        return float(Path("/proc/loadavg").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def sample_dict(s: ProcSample) -> dict[str, Any]:
-    return asdict(s)

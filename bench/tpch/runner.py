@@ -54,17 +54,19 @@ from typing import Any
 import psycopg
 import psycopg.errors
 
-from bench import cluster as clu
-from bench import paths, ui
-from bench.build import ensure_built
-from bench.tpch import compare, data, measure, queries, report, stats, targets, topology
-from bench.tpch.configs import (
+from bench.core import cluster as clu
+from bench.core import configs, counters, paths, procfs, topology, ui
+from bench.core.build import ensure_built
+from bench.core.configs import Config
+from bench.tpch import compare, data, measure, queries, report, targets
+from bench.tpch.report import statistics as stats
+from bench.tpch.settings import (
+    DEFAULT_CONFIGS,
+    DEFAULT_PORT,
+    DEFAULT_PREFIX,
     Common,
-    Config,
-    availability,
-    resolve,
+    common_settings,
     server_settings,
-    whole_db_shared_buffers,
 )
 
 PERTURB_ENV = "PGNVM_TPCH_PERTURB"  # test hook: "config:query[,config:query...]"
@@ -126,8 +128,8 @@ class Options:
     parallel_workers: int = 0
     shared_buffers: str = "128MB"
     work_mem: str = "64MB"
-    port: int = targets.DEFAULT_PORT
-    prefix: str = targets.DEFAULT_PREFIX
+    port: int = DEFAULT_PORT
+    prefix: str = DEFAULT_PREFIX
     perf: bool = True
     explain: bool = True
     build: bool = True  # False: use the installed release build as it is (--no-build)
@@ -269,15 +271,8 @@ def _cmd(*args: str) -> str:
 
 
 def environment() -> dict[str, Any]:
-    cpu = ""
-    for line in _read("/proc/cpuinfo").splitlines():
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
-    mem = ""
-    for line in _read("/proc/meminfo").splitlines():
-        if line.startswith("MemTotal:"):
-            mem = line.split(":", 1)[1].strip()
+    cpu = procfs.cpu_model()
+    mem = procfs.meminfo().get("MemTotal", "")
     commit = _cmd("git", "-C", str(paths.REPO_ROOT), "rev-parse", "HEAD")
     dirty = _cmd(
         "git", "-C", str(paths.REPO_ROOT), "status", "--porcelain", "--", "bench", "postgres"
@@ -304,6 +299,7 @@ class Runner:
         self.opts = opts
         self.configs: list[Config] = []
         self.unavailable: dict[str, str] = {}
+        self.unknown: dict[str, str] = {}  # runs, but availability unknown: why
         self.settings: dict[str, dict[str, str]] = {}
         self.targets: dict[str, targets.Target] = {}
         self.records: list[dict[str, Any]] = []
@@ -329,15 +325,18 @@ class Runner:
                 raise RuntimeError(f"--no-build: no release build in {prefix}; run ./pgnvm build")
             ui.notice(f"--no-build: using the installed release build in {prefix} as it is")
         bindir = prefix / "bin"
-        wanted = resolve(o.configs)
-        avail = availability(bindir, wanted, o.common)
+        wanted = configs.resolve(o.configs or DEFAULT_CONFIGS, catalogue_order=True)
+        avail = configs.availability(bindir, wanted, common_settings(o.common))
         for c in wanted:
-            why = avail[c.name]
-            if why is None:
-                self.configs.append(c)
-            else:
-                self.unavailable[c.name] = why
-                ui.notice(f"configuration {c.name} is not available, skipped: {why}")
+            v = avail[c.name]
+            if not v.runs:
+                self.unavailable[c.name] = v.why
+                ui.notice(f"configuration {c.name} is not available, skipped: {v.why}")
+                continue
+            self.configs.append(c)
+            if v.available is None:
+                self.unknown[c.name] = v.why
+                ui.notice(f"configuration {c.name}: availability unknown ({v.why}); running it")
         if not self.configs:
             raise RuntimeError("no configuration to run")
         data_dir, manifest = data.ensure_data(o.sf)
@@ -361,7 +360,7 @@ class Runner:
         whole_db = None
         if any(c.shared_buffers for c in self.configs):
             db_bytes = max(t.db_bytes for t in self.targets.values())
-            whole_db = whole_db_shared_buffers(db_bytes)
+            whole_db = configs.whole_db_shared_buffers(db_bytes)
         for c in self.configs:
             self.settings[c.name] = server_settings(c, o.common, whole_db)
         self.env["db_bytes"] = {s: t.db_bytes for s, t in self.targets.items()}
@@ -371,12 +370,7 @@ class Runner:
             else t.pgnvm_extension
             for s, t in self.targets.items()
         }
-        topo = topology.current()
-        self.env["cpu_topology"] = {
-            "usable_cpus": topology.format_cpulist(set(topo.cpus)),
-            "physical_cores": topo.physical_cores(),
-            "smt": topo.smt_unavailable() or "yes",
-        }
+        self.env["cpu_topology"] = topology.summary(bindir)
         self.env["datadirs"] = {s: str(t.cluster.datadir) for s, t in self.targets.items()}
         self.env["clusters"] = {s: t.name for s, t in self.targets.items()}
         for s, t in self.targets.items():
@@ -413,6 +407,7 @@ class Runner:
                 for c in self.configs
             ],
             "unavailable": self.unavailable,
+            "availability_unknown": self.unknown,
             "order": "for each repetition, for each query, every configuration in turn",
             "started_at": self.started.isoformat(timespec="seconds"),
         }
@@ -424,7 +419,7 @@ class Runner:
         tg = self.targets[cfg.storage]
         for other in self.targets.values():
             if other is not tg:
-                other.stop()
+                other.server.stop()
         rec: dict[str, Any] = {
             "started_at": dt.datetime.now().isoformat(timespec="seconds"),
             "config": cfg.name,
@@ -436,13 +431,13 @@ class Runner:
             "error": None,
         }
         t_begin = time.monotonic()
-        rec["loadavg_1m"] = measure.loadavg()
-        tg.configure(cfg.engine, self.settings[cfg.name])
+        rec["loadavg_1m"] = procfs.loadavg()
+        tg.server.apply_config(cfg, self.settings[cfg.name])
         try:
-            rec["restart_s"] = round(tg.restart(), 3)
+            rec["restart_s"] = round(tg.server.restart(move_port=True), 3)
         except clu.ClusterError as e:
             rec["error"] = f"server did not start: {e}"
-            rec["server_log_tail"] = ui.tail(tg.cluster.logfile(), 30)
+            rec["server_log_tail"] = tg.server.log_tail(30)
             ui.error(f"{cfg.name}: {rec['error']}")
             self.durations.setdefault((cfg.name, q), []).append(time.monotonic() - t_begin)
             return rec
@@ -451,10 +446,10 @@ class Runner:
             rec["prewarm_s"] = round(secs, 3)
             rec["prewarm_blocks"] = blocks
         rec["os_cache"] = targets.drop_os_caches() if cfg.drop_caches else "kept"
-        pm = tg.postmaster_pid()
+        pm = tg.server.postmaster_pid()
         sql = queries.sql(q, o.sf)
         rows: list[compare.Row] | None = None
-        conn = tg.connect()
+        conn = tg.server.connect()
         try:
             pid = int(conn.execute("select pg_backend_pid()").fetchone()[0])  # type: ignore[index]
             rec["backend_pid"] = pid
@@ -472,7 +467,7 @@ class Runner:
             nvm0 = _pgnvm_stats(conn, tg) if cfg.engine == "se2" else None
             conn.execute("select pg_stat_force_next_flush()")
             io0 = measure.stat_io_snapshot(conn)
-            s0 = measure.thread_samples(pid)
+            s0 = procfs.thread_samples(pid)
             c0 = measure.cluster_sample(pm, {pid}, btypes) if pm else None
             perf = measure.PerfCounters(pid) if o.perf else None
             if perf:
@@ -490,7 +485,7 @@ class Runner:
                 rec["error"] = str(e).strip()
             wall = time.perf_counter() - t0
             rec["perf"] = perf.stop() if perf else None
-            s1 = measure.thread_samples(pid)
+            s1 = procfs.thread_samples(pid)
             c1 = measure.cluster_sample(pm, {pid}, btypes) if pm else None
             rec["wall_s"] = round(wall, 6)
             if s0 and s1:
@@ -511,7 +506,7 @@ class Runner:
                 if nvm0 is not None:
                     nvm1 = _pgnvm_stats(conn, tg)
                     if nvm1 is not None:
-                        rec["pgnvm_stats"] = {k: v - nvm0.get(k, 0) for k, v in nvm1.items()}
+                        rec["pgnvm_stats"] = counters.delta(nvm0, nvm1)
                 if cfg.helper_mapping and tg.has_prefetch_fn:
                     rec["prefetch"] = _pgnvm_prefetch(conn, tg)
                 self._after_run(conn, cfg, q, sql, rec)
@@ -521,7 +516,7 @@ class Runner:
         finally:
             conn.close()
         if rec["status"] == "crash":
-            rec["server_log_tail"] = ui.tail(tg.cluster.logfile(), 30)
+            rec["server_log_tail"] = tg.server.log_tail(30)
         if rows is not None:
             self._check_answer(cfg, q, rep, rows, rec)
         total = time.monotonic() - t_begin
@@ -636,7 +631,7 @@ class Runner:
         finally:
             for t in self.targets.values():
                 try:
-                    t.stop()
+                    t.server.stop()
                 except Exception as e:  # best effort during cleanup
                     ui.error(f"could not stop {t.name}: {e}")
             self.finish(interrupted)
@@ -661,15 +656,10 @@ class Runner:
         self.writer.json("env.json", self.env)
         self.writer.json("mismatches.json", self.mismatches)
         try:
-            rep = report.Report(
-                self.writer.out,
-                self.plan_doc(),
-                self.env,
-                self.records,
-                self.mismatches,
-                self.plans,
-                interrupted,
+            analysis = report.Analysis(
+                self.plan_doc(), self.env, self.records, self.mismatches, self.plans, interrupted
             )
+            rep = report.Report(self.writer.out, analysis)
             rep.write()
             rep.print_summary()
         except Exception as e:  # the raw files are what matters; say what failed
@@ -679,31 +669,15 @@ class Runner:
         ui.info(f"results in {self.writer.out} (report.md, report.html, runs.jsonl, runs.csv)")
 
 
-_PGNVM_STATS_COLS = (
-    "mapped_reads",
-    "redirects",
-    "cow_copies",
-    "prefetch_jobs",
-    "prefetch_bytes",
-    "prefetch_dropped",
-)
-
-
 def _pgnvm_stats(conn: psycopg.Connection, tg: targets.Target) -> dict[str, int] | None:
-    """The server-wide counters of the pgnvm_stats view (since the server started; summed
-    over every process slot, so parallel workers and I/O workers count too)."""
+    """pgnvm's counters (since the server started; summed over every process slot, so
+    parallel workers and I/O workers count too), None without the extension."""
     if not tg.pgnvm_schema:
         return None
     try:
-        cur = conn.execute(
-            f"select {', '.join(_PGNVM_STATS_COLS)} from {tg.pgnvm_schema}.pgnvm_stats"
-        )
-        row = cur.fetchone()
+        return counters.read_counters(conn, tg.pgnvm_schema)
     except psycopg.errors.UndefinedColumn:  # an older build's view
         return None
-    if row is None:
-        return None
-    return {k: int(v or 0) for k, v in zip(_PGNVM_STATS_COLS, row, strict=True)}
 
 
 def _pgnvm_prefetch(conn: psycopg.Connection, tg: targets.Target) -> dict[str, Any]:
@@ -711,18 +685,11 @@ def _pgnvm_prefetch(conn: psycopg.Connection, tg: targets.Target) -> dict[str, A
     helper threads and CPUs, the pool's job counters and helper CPU as the library counts it
     (this backend's pool only; parallel workers have pools of their own)."""
     try:
-        cur = conn.execute(f"select * from {tg.pgnvm_schema}.pgnvm_prefetch()")
+        return counters.read_prefetch_pool(conn, tg.pgnvm_schema)
     except psycopg.errors.Error as e:
         if conn.broken or conn.closed:
             raise
         return {"error": str(e).strip()}
-    cols = [d.name for d in cur.description or []]
-    row = cur.fetchone()
-    if row is None:
-        return {}
-    return {
-        k: (list(v) if isinstance(v, list | tuple) else v) for k, v in zip(cols, row, strict=True)
-    }
 
 
 def _run_line(i: int, n: int, rec: dict[str, Any]) -> str:

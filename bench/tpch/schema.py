@@ -26,7 +26,7 @@ from typing import Any
 
 import psycopg
 
-from bench import ui
+from bench.core import ui
 from bench.tpch.data import TABLES, Manifest, fmt_sf
 
 #: Bump whenever the DDL or the load procedure changes: every loaded database is then reloaded.
@@ -222,7 +222,8 @@ def read_checksum(conn: psycopg.Connection) -> dict[str, Any] | None:
 def ensure_pgnvm_extension(conn: psycopg.Connection) -> tuple[str | None, str]:
     """Make contrib ``pgnvm`` (``pgnvm_stats``, ``pgnvm_prefetch()``) usable in the benchmark
     database: created in schema ``pgnvm`` (next to the load checksum, away from the TPC-H
-    tables), recreated when an older build's script lacked ``pgnvm_prefetch()``. Called on
+    tables), updated to this build's version, recreated when an older build's script lacked
+    ``pgnvm_prefetch()``. Called on
     every set-up, not part of the load (a reused database gets it too). Returns (schema of
     the extension or None, what happened / why it is not there)."""
 
@@ -243,6 +244,9 @@ def ensure_pgnvm_extension(conn: psycopg.Connection) -> tuple[str | None, str]:
     if row is None:
         return None, "extension pgnvm is not installed in this build"
     nsp = where()
+    if nsp is not None:
+        # an older build's version: bring it to this build's (pgnvm_counters() is 1.1)
+        conn.execute("alter extension pgnvm update")
     if nsp is not None and has_prefetch(nsp):
         return nsp, "present"
     if nsp is not None:

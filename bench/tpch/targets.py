@@ -3,10 +3,10 @@
 Each target is a pgnvm cluster named ``<prefix>-sf<SF>-<storage>`` (``tpch-sf1-nvm``,
 ``tpch-sf1-disk``; see ``./pgnvm cluster list``), initialised once with engine ``base`` and
 loaded once (:mod:`bench.tpch.schema`). A configuration does not get its own data
-directory: :meth:`Target.configure` rewrites the cluster's ``pgnvm.conf`` with the
-configuration's engine and settings, and the next start uses them. That is sound because the
-on-disk format does not depend on the engine (all engines read and write the same
-relation files through md.c's file layout).
+directory: the target's server handle (:class:`bench.core.server.Server`, ``Target.server``)
+applies the configuration's engine and settings to the cluster's ``pgnvm.conf``, and the
+next start uses them. That is sound because the on-disk format does not depend on the engine
+(all engines read and write the same relation files through md.c's file layout).
 
 A second ``./pgnvm tpch`` finds the clusters, checks the load checksum stored in the database
 and reuses them; a failed check (other data, other schema version, an interrupted load)
@@ -23,20 +23,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from pathlib import Path
 
 import psycopg
 
-from bench import cluster as clu
-from bench import ui
+from bench.core import cluster as clu
+from bench.core import ui
+from bench.core.server import Server
 from bench.tpch import schema
 from bench.tpch.data import Manifest, fmt_sf
-
-DEFAULT_PREFIX = "tpch"
-DEFAULT_PORT = 5520  # nvm: port, disk: port + 1 (the test harness uses 5471-5473)
-STORAGE_OFFSET = {"nvm": 0, "disk": 1}
-
+from bench.tpch.settings import DEFAULT_PORT, DEFAULT_PREFIX, STORAGE_OFFSET
 
 NOCSUM_SUFFIX = "-nocsum"  # clusters / result directories without data checksums
 
@@ -55,16 +51,6 @@ def cluster_name(prefix: str, sf: float, storage: str, data_checksums: bool = Tr
     return f"{prefix}-sf{fmt_sf(sf)}-{storage}{checksums_suffix(data_checksums)}"
 
 
-def wait_gone(pid: int, timeout: float = 10.0) -> bool:
-    """Wait until process ``pid`` has exited and been reaped (its /proc entry is gone)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not os.path.exists(f"/proc/{pid}"):
-            return True
-        time.sleep(0.005)
-    return False
-
-
 class Target:
     def __init__(
         self,
@@ -79,7 +65,7 @@ class Target:
         self.data_checksums = data_checksums
         self.name = cluster_name(prefix, sf, storage, data_checksums)
         self.port = port_base + STORAGE_OFFSET[storage]
-        self._cluster: clu.Cluster | None = None
+        self._server: Server | None = None
         self.db_bytes: int = 0
         self.engine: str | None = None  # engine of the running / last configured server
         self.pgnvm_schema: str | None = None  # where extension pgnvm is (None: not there)
@@ -88,10 +74,19 @@ class Target:
         self.checksums_shown: str | None = None  # SHOW data_checksums of the loaded server
 
     @property
-    def cluster(self) -> clu.Cluster:
-        if self._cluster is None:
+    def server(self) -> Server:
+        if self._server is None:
             raise RuntimeError(f"target {self.name} not set up")
-        return self._cluster
+        return self._server
+
+    @property
+    def cluster(self) -> clu.Cluster:
+        return self.server.cluster
+
+    def _hold(self, c: clu.Cluster) -> Server:
+        c.spec.port = self.port  # the port asked for; the server moves on if it is taken
+        self._server = Server(c, dbname=schema.DBNAME, application_name="pgnvm-tpch")
+        return self._server
 
     # ---- set-up
 
@@ -104,9 +99,9 @@ class Target:
                 c = clu.Cluster.load(self.name)
         if c is None or not c.is_initialized():
             c = self._init()
-        self._cluster = c
-        self.configure("base", dict(schema.LOAD_SETTINGS))
-        self.start()
+        srv = self._hold(c)
+        srv.apply("base", dict(schema.LOAD_SETTINGS))
+        srv.start(move_port=True)
         shown = self.show_checksums()
         if shown != checksums_text(self.data_checksums):
             ui.notice(
@@ -114,25 +109,25 @@ class Target:
                 f"--data-checksums {checksums_text(self.data_checksums)} was asked for: "
                 "initialising it again (its data is lost) and reloading"
             )
-            c.stop("fast")
-            self._cluster = c = self._init(force=True)
-            self.configure("base", dict(schema.LOAD_SETTINGS))
-            self.start()
+            srv.stop()
+            srv = self._hold(self._init(force=True))
+            srv.apply("base", dict(schema.LOAD_SETTINGS))
+            srv.start(move_port=True)
             shown = self.show_checksums()
             if shown != checksums_text(self.data_checksums):
-                c.stop("fast")
+                srv.stop()
                 raise RuntimeError(
                     f"{self.name}: data_checksums = {shown} after initdb "
-                    f"{clu.checksums_flag(c.spec)}"
+                    f"{clu.checksums_flag(srv.cluster.spec)}"
                 )
         self.checksums_shown = shown
         try:
             expected = schema.expected_checksum(sf, manifest)
-            with self.connect("postgres") as conn:
+            with srv.connect("postgres") as conn:
                 exists = schema.database_exists(conn)
             stored = None
             if exists:
-                with self.connect(schema.DBNAME) as conn:
+                with srv.connect() as conn:
                     stored = schema.read_checksum(conn)
             why = schema.checksum_mismatch(stored, expected)
             if why is None:
@@ -143,25 +138,25 @@ class Target:
                     f"({self.cluster.datadir}): {why}"
                 )
                 try:
-                    times = schema.load(self.connect, data_dir, sf, manifest)
+                    times = schema.load(srv.connect, data_dir, sf, manifest)
                 except psycopg.OperationalError as e:
-                    if self.cluster.is_running():
+                    if srv.is_running():
                         raise
                     # the server went away under the load (killed from outside): once more
                     ui.notice(
                         f"{self.name}: the server stopped during the load ({e}); "
                         "restarting and loading again"
                     )
-                    ui.show_tail(self.cluster.logfile(), 10)
-                    self.start()
-                    times = schema.load(self.connect, data_dir, sf, manifest)
+                    ui.show_tail(srv.cluster.logfile(), 10)
+                    srv.start(move_port=True)
+                    times = schema.load(srv.connect, data_dir, sf, manifest)
                 ui.info(
                     f"   loaded {self.name} in {ui.fmt_seconds(times['total'])} ("
                     + ", ".join(f"{k} {v:.0f}s" for k, v in times.items() if k != "total")
                     + ")"
                 )
                 result = f"loaded: {why}"
-            with self.connect(schema.DBNAME) as conn:
+            with srv.connect() as conn:
                 try:
                     self.pgnvm_schema, self.pgnvm_extension = schema.ensure_pgnvm_extension(conn)
                 except psycopg.Error as e:  # the numbers do not depend on it: go on without
@@ -173,7 +168,7 @@ class Target:
                 row = conn.execute("select pg_database_size(current_database())").fetchone()
                 self.db_bytes = int(row[0]) if row else 0
         finally:
-            self.cluster.stop("fast")
+            srv.stop()
         return result
 
     def _init(self, force: bool = False) -> clu.Cluster:
@@ -194,70 +189,17 @@ class Target:
 
     def show_checksums(self) -> str:
         """``SHOW data_checksums`` of the running server: 'on' or 'off'."""
-        with self.connect("postgres") as conn:
-            row = conn.execute("show data_checksums").fetchone()
-        return str(row[0]) if row else "?"
+        return self.server.show("data_checksums") or "?"
 
     # ---- per configuration
 
-    def configure(self, engine: str, settings: dict[str, str]) -> None:
-        """Write the cluster's pgnvm.conf for ``engine`` + ``settings`` (applied at the next
-        start). The engine is changed in place on purpose (see the module docstring)."""
-        c = self.cluster
-        c.spec.engine = engine
-        c.spec.settings = dict(settings)
-        c.spec.port = self.port
-        c.spec.validate()
-        c._write_conf()  # private on purpose: the in-place engine switch init() refuses
-        c.save()
-        self.engine = engine
-
-    def start(self) -> None:
-        """Start the server on a free port: never take a port someone else is using
-        (Cluster.start() refuses a port another cluster holds)."""
-        if not self.cluster.is_running() and clu.port_in_use(self.port):
-            old = self.port
-            while clu.port_in_use(self.port):
-                self.port += 2
-            ui.notice(f"port {old} is in use by another server; {self.name} uses {self.port}")
-            c = self.cluster
-            c.spec.port = self.port
-            c._write_conf()  # private on purpose, see configure()
-            c.save()
-        self.cluster.start()
-
-    def restart(self) -> float:
-        """Stop (fast) and start the server; returns the seconds it took."""
-        t0 = time.monotonic()
-        self.cluster.stop("fast")
-        self.start()
-        return time.monotonic() - t0
-
-    def stop(self) -> None:
-        if self._cluster is not None:
-            self._cluster.stop("fast")
-
-    def postmaster_pid(self) -> int | None:
-        return self.cluster.pid()
-
-    def connect(self, dbname: str = schema.DBNAME) -> psycopg.Connection:
-        return psycopg.connect(
-            self.cluster.conninfo(dbname), autocommit=True, application_name="pgnvm-tpch"
-        )
-
     def prewarm(self) -> tuple[float, int]:
-        """pg_prewarm every table and index of the TPC-H schema in a connection that is
-        closed (and its backend gone) before returning: (seconds, blocks)."""
-        t0 = time.monotonic()
-        with self.connect() as conn:
-            pid = int(conn.execute("select pg_backend_pid()").fetchone()[0])  # type: ignore[index]
-            row = conn.execute(
-                "select coalesce(sum(pg_prewarm(c.oid::regclass)), 0) from pg_class c "
-                "join pg_namespace n on n.oid = c.relnamespace "
-                "where n.nspname = 'public' and c.relkind in ('r', 'i')"
-            ).fetchone()
-        wait_gone(pid)
-        return time.monotonic() - t0, int(row[0]) if row else 0
+        """pg_prewarm every table and index of the TPC-H schema (its backend gone before
+        this returns): (seconds, blocks)."""
+        return self.server.prewarm(
+            "select c.oid from pg_class c join pg_namespace n on n.oid = c.relnamespace "
+            "where n.nspname = 'public' and c.relkind in ('r', 'i')"
+        )
 
 
 def drop_os_caches() -> str:

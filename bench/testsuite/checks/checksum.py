@@ -18,23 +18,19 @@ two. The server stays up.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
-from bench.testsuite.checks.truncated import against_base, describe
 from bench.testsuite.context import EngineEnv
-from bench.testsuite.errmatch import DATA_CORRUPTED, normalise_message
+from bench.testsuite.errmatch import DATA_CORRUPTED
 from bench.testsuite.model import CheckFailed
+from bench.testsuite.outcomes import against_base, describe, outcome, query_with
 
 ROWS = 8_000  # ~1 MB heap
 BLOCK = 7  # the block that gets corrupted
 BLCKSZ = 8192
 INDEX_ONLY = {"enable_seqscan": "off", "enable_bitmapscan": "off", "enable_indexonlyscan": "off"}
-REFERENCE_KEY = "checksum:" + hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 MUST_FAIL = ("seqscan", "index fetch")
 
 
@@ -50,9 +46,9 @@ def flip_byte(path: Path, offset: int) -> None:
 
 
 def checksum(env: EngineEnv, limit: float) -> str:
-    offset = env.log_offset()
-    pid_before = env.cluster.pid()
-    with env.connect() as c:
+    offset = env.server.log_offset()
+    pid_before = env.server.postmaster_pid()
+    with env.server.connect() as c:
         c.execute("CREATE EXTENSION IF NOT EXISTS pg_buffercache")
         if c.execute("SHOW data_checksums").fetchone() != ("on",):
             raise CheckFailed("data_checksums is off")
@@ -68,7 +64,7 @@ def checksum(env: EngineEnv, limit: float) -> str:
         c.execute("CHECKPOINT")
         relpath = c.execute("SELECT pg_relation_filepath('cksum_t')").fetchone()[0]  # type: ignore[index]
         victim = c.execute(f"SELECT id FROM cksum_t WHERE ctid = '({BLOCK},1)'").fetchone()[0]  # type: ignore[index]
-        path = env.cluster.datadir / relpath
+        path = env.server.cluster.datadir / relpath
         if path.stat().st_size < (BLOCK + 1) * BLCKSZ:
             raise CheckFailed(f"cksum_t has fewer than {BLOCK + 1} blocks")
 
@@ -81,20 +77,7 @@ def checksum(env: EngineEnv, limit: float) -> str:
 
         def probe(settings: dict[str, str], sql: str) -> dict[str, Any]:
             evict()
-            try:
-                for k, v in settings.items():
-                    c.execute(f"SET {k} = '{v}'")
-                rows = c.execute(sql).fetchall()
-                return {"result": [list(map(str, r)) for r in rows]}
-            except psycopg.Error as e:
-                msg = e.diag.message_primary or str(e)
-                return {
-                    "sqlstate": e.diag.sqlstate,
-                    "message": normalise_message(msg, {relpath: "<relfile>"}),
-                }
-            finally:
-                if not c.broken:
-                    c.execute("RESET ALL")
+            return outcome(relpath, lambda: query_with(c, settings, sql))
 
         no_par = {"max_parallel_workers_per_gather": "0"}
         outcomes = {
@@ -113,7 +96,7 @@ def checksum(env: EngineEnv, limit: float) -> str:
         c.execute("DROP TABLE cksum_t")
         if c.execute("SELECT 1").fetchone() != (1,):
             raise CheckFailed("SELECT 1 failed after the probes")
-    if env.cluster.pid() != pid_before:
+    if env.server.postmaster_pid() != pid_before:
         raise CheckFailed("the postmaster restarted")
     problems = env.log_problems_since(offset)
     if problems:
@@ -128,4 +111,4 @@ def checksum(env: EngineEnv, limit: float) -> str:
             "ignore_checksum_failure: expected all rows, "
             f"{describe(outcomes['seqscan, ignore_checksum_failure'])}"
         )
-    return against_base(env, REFERENCE_KEY, outcomes)
+    return against_base(env, "checksum", __file__, outcomes)

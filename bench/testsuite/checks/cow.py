@@ -26,6 +26,7 @@ from typing import Any
 
 import psycopg
 
+from bench.core import counters
 from bench.testsuite import nvmstats
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.model import CheckFailed
@@ -56,13 +57,13 @@ def _buffer(c: psycopg.Connection[Any], block: int) -> nvmstats.BufInfo:
 
 def cow(env: EngineEnv, limit: float) -> str:
     se2 = env.engine == "se2"
-    with env.extra_settings(SETTINGS):
-        env.restart()
+    with env.server.temporary(SETTINGS):
+        env.server.restart()
         return _cow(env, se2)
 
 
 def _cow(env: EngineEnv, se2: bool) -> str:
-    with env.connect() as c:
+    with env.server.connect() as c:
         nvmstats.ensure_extensions(c)
         c.execute("CREATE EXTENSION IF NOT EXISTS pageinspect")
         got = {
@@ -102,17 +103,17 @@ def _cow(env: EngineEnv, se2: bool) -> str:
             if hinted is None or hinted[0] != 0 or hinted[1] == 0:
                 raise CheckFailed(f"block {b}: (hinted, tuples) = {hinted} before the restart")
         relpath = c.execute(f"SELECT pg_relation_filepath('{TABLE}')").fetchone()[0]  # type: ignore[index]
-    path = env.cluster.datadir / relpath
-    env.restart()  # shutdown checkpoint writes everything; cold buffers
+    path = env.server.cluster.datadir / relpath
+    env.server.restart()  # shutdown checkpoint writes everything; cold buffers
 
     watched = (0, new_block)
     notes = [f"{nblocks} blocks; {len(moved)} rows moved to block {new_block}"]
-    with env.connect() as c:
+    with env.server.connect() as c:
         on_disk = {b: nvmstats.block_bytes(path, b) for b in watched}
         c.execute("SET max_parallel_workers_per_gather = 0")
-        before = nvmstats.read_stats(c)
+        before = counters.read_counters(c)
         n = c.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0]  # type: ignore[index]
-        d = nvmstats.delta(before, nvmstats.read_stats(c))
+        d = counters.delta(before, counters.read_counters(c))
         if n != ROWS:
             raise CheckFailed(f"the scan counted {n} rows, expected {ROWS}")
         bufs = {b: _buffer(c, b) for b in watched}
@@ -121,7 +122,7 @@ def _cow(env: EngineEnv, se2: bool) -> str:
         if se2:
             if d["hints_skipped"] <= 0:
                 raise CheckFailed(
-                    f"se2: a scan of {ROWS} unhinted tuples skipped no hint bit ({nvmstats.fmt(d)})"
+                    f"se2: a scan of {ROWS} unhinted tuples skipped no hint bit ({counters.fmt(d)})"
                 )
             for b, info in bufs.items():
                 if not info.redirected or info.dirty:
@@ -130,7 +131,7 @@ def _cow(env: EngineEnv, se2: bool) -> str:
                     )
         else:
             if d["hints_skipped"] != 0 or d["redirects"] != 0:
-                raise CheckFailed(f"{env.engine} skipped hints / redirected: {nvmstats.fmt(d)}")
+                raise CheckFailed(f"{env.engine} skipped hints / redirected: {counters.fmt(d)}")
             for b, info in bufs.items():
                 if info.redirected or not info.dirty:
                     raise CheckFailed(
@@ -158,11 +159,11 @@ def _cow(env: EngineEnv, se2: bool) -> str:
         if se2 and not _buffer(c, 0).redirected:
             raise CheckFailed("se2: block 0 is no longer redirected after the CHECKPOINT")
         block0 = nvmstats.block_bytes(path, 0)
-        before = nvmstats.read_stats(c)
+        before = counters.read_counters(c)
         upd = c.execute(
             f"UPDATE {TABLE} SET v = -v WHERE ctid = '(0,1)' RETURNING id, v, ctid::text"
         ).fetchall()
-        d = nvmstats.delta(before, nvmstats.read_stats(c))
+        d = counters.delta(before, counters.read_counters(c))
         if len(upd) != 1:
             raise CheckFailed(f"UPDATE of (0,1) returned {upd}")
         row_id, new_v, new_ctid = upd[0]
@@ -170,10 +171,10 @@ def _cow(env: EngineEnv, se2: bool) -> str:
         if se2:
             if d["cow_copies"] < 1:
                 raise CheckFailed(
-                    f"se2: the UPDATE of a redirected block made no copy ({nvmstats.fmt(d)})"
+                    f"se2: the UPDATE of a redirected block made no copy ({counters.fmt(d)})"
                 )
         elif d["cow_copies"] != 0:
-            raise CheckFailed(f"{env.engine}: cow_copies grew ({nvmstats.fmt(d)})")
+            raise CheckFailed(f"{env.engine}: cow_copies grew ({counters.fmt(d)})")
         if info.redirected or not info.dirty:
             raise CheckFailed(f"after the UPDATE block 0 should be dirty, not redirected: {info}")
         if nvmstats.block_bytes(path, 0) != block0:

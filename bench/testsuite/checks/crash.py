@@ -10,9 +10,9 @@ import time
 import psycopg
 
 from bench.testsuite.acks import AckLog, verify_acks
-from bench.testsuite.checks.amcheck import run_amcheck
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.model import CheckFailed
+from bench.testsuite.pgamcheck import run_amcheck
 from bench.testsuite.proc import Background
 
 DB = "crashtest"
@@ -35,7 +35,7 @@ def _recorder(
 ) -> None:
     """Insert rows with increasing ids in autocommit; acknowledge an id once COMMIT returned."""
     try:
-        conn = env.connect(DB)
+        conn = env.server.connect(DB)
     except BaseException as e:
         errors.append(e)
         return
@@ -54,7 +54,7 @@ def _recorder(
 
 
 def _consistency(env: EngineEnv) -> str:
-    with env.connect(DB) as c:
+    with env.server.connect(DB) as c:
         row = c.execute("""
             SELECT (SELECT sum(abalance) FROM pgbench_accounts),
                    (SELECT sum(tbalance) FROM pgbench_tellers),
@@ -78,7 +78,7 @@ def _consistency(env: EngineEnv) -> str:
 
 def crash(env: EngineEnv, limit: float) -> str:
     rng = random.Random(env.run.seed)
-    with env.connect() as c:
+    with env.server.connect() as c:
         c.execute(f"DROP DATABASE IF EXISTS {DB}")
         c.execute(f"CREATE DATABASE {DB}")
     ran = env.run_tool(
@@ -88,7 +88,7 @@ def crash(env: EngineEnv, limit: float) -> str:
     )
     if ran.returncode != 0:
         raise CheckFailed(f"pgbench -i failed:\n{ran.tail()}")
-    with env.connect(DB) as c:
+    with env.server.connect(DB) as c:
         c.execute("CREATE TABLE acks (id bigint PRIMARY KEY, at timestamptz)")
 
     total_checked = 0
@@ -115,7 +115,7 @@ def crash(env: EngineEnv, limit: float) -> str:
             if not rec.is_alive():
                 raise CheckFailed(f"round {rnd}: the ack recorder stopped early: {errors}")
             # kills every process of the data directory and waits until they are gone
-            killed = env.cluster.kill9()
+            killed = env.server.cluster.kill9()
             stop.set()
             rec.join(timeout=30)
             if rec.is_alive():
@@ -131,15 +131,15 @@ def crash(env: EngineEnv, limit: float) -> str:
         if not acked:
             raise CheckFailed(f"round {rnd}: no insert was acknowledged in {delay:.1f}s")
 
-        offset = env.log_offset()
-        env.cluster.start()  # crash recovery; raises if the server cannot come back
-        recovery_log = env.log_since(offset)
+        offset = env.server.log_offset()
+        env.server.start()  # crash recovery; raises if the server cannot come back
+        recovery_log = env.server.log_since(offset)
         if not any(m in recovery_log for m in RECOVERY_MARKERS):
             raise CheckFailed(
                 f"round {rnd}: restart after kill -9 shows no crash recovery in the "
                 f"server log:\n{recovery_log[-2000:]}"
             )
-        with env.connect(DB) as c:
+        with env.server.connect(DB) as c:
             present = [
                 r[0]
                 for r in c.execute(
@@ -157,14 +157,14 @@ def crash(env: EngineEnv, limit: float) -> str:
         )
 
     # every acknowledged id of every round, once more after all crashes
-    with env.connect(DB) as c:
+    with env.server.connect(DB) as c:
         present_all = [r[0] for r in c.execute("SELECT id FROM acks").fetchall()]
     final = verify_acks(all_acked, present_all, ROUND_ID_STRIDE, (ROUNDS + 1) * ROUND_ID_STRIDE)
     if not final.ok:
         raise CheckFailed(f"after {ROUNDS} crashes: {final.describe()}")
     amc = run_amcheck(env, [DB], max(60.0, limit / 3), "crash-amcheck.log")
     cons = _consistency(env)
-    with contextlib.suppress(Exception), env.connect() as c:
+    with contextlib.suppress(Exception), env.server.connect() as c:
         c.execute(f"DROP DATABASE IF EXISTS {DB}")
     return (
         f"{ROUNDS} kill -9 rounds (seed {env.run.seed}): {total_checked} acknowledged ids "

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
+from bench.core.configs import REFERENCE
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.digest import compare_digests, digest_rows
 from bench.testsuite.model import CheckFailed
@@ -249,22 +250,22 @@ def _run_query(conn: psycopg.Connection, q: Query) -> tuple[str, int, str]:
 
 def run_queries(env: EngineEnv) -> tuple[dict[str, str], list[str]]:
     """Build the dataset and run every phase; returns (digests by query, plan problems)."""
-    with env.connect() as c:
+    with env.server.connect() as c:
         c.execute(f"DROP DATABASE IF EXISTS {DB}")
         c.execute(f"CREATE DATABASE {DB}")
-    with env.connect(DB) as c:
+    with env.server.connect(DB) as c:
         for stmt in SETUP:
             c.execute(stmt)
     digests: dict[str, str] = {}
     plan_problems: list[str] = []
     for phase, pre, restart, queries in PHASES:
         if pre:
-            with env.connect(DB) as c:
+            with env.server.connect(DB) as c:
                 for stmt in pre:
                     c.execute(stmt)
         if restart:
-            env.restart()
-        with env.connect(DB) as c:
+            env.server.restart()
+        with env.server.connect(DB) as c:
             # binary=False: text results exactly as the server renders them
             for q in queries:
                 name = f"{phase}.{q.name}"
@@ -275,7 +276,7 @@ def run_queries(env: EngineEnv) -> tuple[dict[str, str], list[str]]:
                 digests[name] = f"{digest}/{n}"
                 if q.plan and q.plan not in plan:
                     plan_problems.append(f"{name}: plan lacks {q.plan!r}:\n{plan}")
-    with env.connect() as c:
+    with env.server.connect() as c:
         c.execute(f"DROP DATABASE IF EXISTS {DB}")
     return digests, plan_problems
 
@@ -287,14 +288,12 @@ def differential(env: EngineEnv, limit: float) -> str:
         raise CheckFailed(
             "query did not use the plan it exists to test: " + " | ".join(plan_problems)
         )
-    key = query_set_key()
-    if env.records_reference:
-        env.run.store_reference(key, digests)
+    ref = env.reference(query_set_key(), digests)
+    if ref.recorded:
         return f"{len(digests)} query digests recorded as the reference"
-    ref = env.run.load_reference(key)
-    if ref is None:
-        raise CheckFailed("no base digests for this query set: run with base in --engines")
-    expected, source = ref
+    if ref.value is None:
+        raise CheckFailed(f"no base digests for this query set: run with {REFERENCE} in --configs")
+    expected, source = ref.value, ref.source
     mismatches = compare_digests(expected, digests, env.label)
     if mismatches:
         raise CheckFailed(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import psycopg
 
-from bench import osuser
+from bench.core import osuser
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.errmatch import ServerError, enospc_problem
 from bench.testsuite.model import CheckFailed, CheckSkipped
@@ -29,8 +29,8 @@ def enospc(env: EngineEnv, limit: float) -> str:
         raise CheckSkipped("needs root to mount a tmpfs")
     mnt = Path(tempfile.mkdtemp(prefix="pgnvm-enospc-"))
     mounted = False
-    offset = env.log_offset()
-    pid_before = env.cluster.pid()
+    offset = env.server.log_offset()
+    pid_before = env.server.postmaster_pid()
     try:
         r = subprocess.run(
             ["mount", "-t", "tmpfs", "-o", f"size={SIZE_MB}m,mode=0700", "pgnvm-enospc", str(mnt)],
@@ -42,7 +42,7 @@ def enospc(env: EngineEnv, limit: float) -> str:
             raise CheckFailed(f"mount tmpfs failed: {r.stderr.strip()}")
         mounted = True
         osuser.chown_to_server(mnt)
-        with env.connect() as c:
+        with env.server.connect() as c:
             c.execute("DROP TABLE IF EXISTS enospc_t")
             c.execute("DROP TABLESPACE IF EXISTS tiny")
             c.execute(f"CREATE TABLESPACE tiny LOCATION '{mnt}'")
@@ -85,8 +85,10 @@ def enospc(env: EngineEnv, limit: float) -> str:
                 raise CheckFailed(f"CHECKPOINT after ENOSPC failed: {e}") from e
             c.execute("DROP TABLE enospc_t")
             c.execute("DROP TABLESPACE tiny")
-        if env.cluster.pid() != pid_before:
-            raise CheckFailed(f"postmaster pid changed ({pid_before} -> {env.cluster.pid()})")
+        if env.server.postmaster_pid() != pid_before:
+            raise CheckFailed(
+                f"postmaster pid changed ({pid_before} -> {env.server.postmaster_pid()})"
+            )
         problems = env.log_problems_since(offset)
         if problems:
             raise CheckFailed("server log shows a crash: " + " | ".join(problems[:5]))
@@ -96,7 +98,7 @@ def enospc(env: EngineEnv, limit: float) -> str:
         )
     finally:
         if mounted:
-            with contextlib.suppress(Exception), env.connect() as c:
+            with contextlib.suppress(Exception), env.server.connect() as c:
                 c.execute("DROP TABLE IF EXISTS enospc_t")
                 c.execute("DROP TABLESPACE IF EXISTS tiny")
             _umount(mnt)

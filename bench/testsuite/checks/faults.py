@@ -35,7 +35,7 @@ from typing import Any
 
 import psycopg
 
-from bench import osuser
+from bench.core import counters, osuser
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.model import CheckFailed
 
@@ -57,11 +57,6 @@ def _in_thread(fn: Callable[[], str], wait: float) -> str | None:
     t.start()
     t.join(wait)
     return out.get("r")
-
-
-def _counters(c: psycopg.Connection[Any]) -> dict[str, int]:
-    """pgnvm's counters (pgnvm_counters(), summed over all processes)."""
-    return {k: int(v) for k, v in c.execute("SELECT counter, value FROM pgnvm_counters()")}
 
 
 def _grew(before: dict[str, int], after: dict[str, int], key: str) -> int:
@@ -111,9 +106,9 @@ def _steps(env: EngineEnv, b: psycopg.Connection[Any], c: psycopg.Connection[Any
     b.execute(f"EXPLAIN UPDATE {TABLE} SET x = x + 1 WHERE ctid = '(0,10)'")
     pid = b.info.backend_pid
     _prlimit_as(pid, str(_vm_size(pid) + (256 << 20)))
-    before = _counters(c)
+    before = counters.read_counters(c)
     _step("UPDATE under the address-space limit", _update(b, "(0,10)"), "ok")
-    evicted = _grew(before, _counters(c), "mappings_evicted")
+    evicted = _grew(before, counters.read_counters(c), "mappings_evicted")
     if mapped and evicted < 1:
         raise CheckFailed("the UPDATE under the limit gave up no mapping to make room")
     notes = [f"UPDATE under the limit: ok ({evicted} mappings given up)"]
@@ -123,9 +118,9 @@ def _steps(env: EngineEnv, b: psycopg.Connection[Any], c: psycopg.Connection[Any
     notes.append("another UPDATE of the page: ok at once")
 
     c.execute("SET nvm_debug_fail_mappings = on")
-    before = _counters(c)
+    before = counters.read_counters(c)
     _step("UPDATE of another page, no mapping possible", _update(c, "(1,1)"), "ok")
-    fallbacks = _grew(before, _counters(c), "mapping_fallbacks")
+    fallbacks = _grew(before, counters.read_counters(c), "mapping_fallbacks")
     c.execute("RESET nvm_debug_fail_mappings")
     if mapped and fallbacks < 1:
         raise CheckFailed("the UPDATE without mappings did not fall back to read()")
@@ -138,7 +133,7 @@ def _steps(env: EngineEnv, b: psycopg.Connection[Any], c: psycopg.Connection[Any
 
 
 def cow_failure(env: EngineEnv, limit: float) -> str:
-    with env.connect() as a:
+    with env.server.connect() as a:
         a.execute("CREATE EXTENSION IF NOT EXISTS pg_buffercache")
         a.execute("CREATE EXTENSION IF NOT EXISTS pgnvm")
         a.execute(f"DROP TABLE IF EXISTS {TABLE}")
@@ -148,14 +143,14 @@ def cow_failure(env: EngineEnv, limit: float) -> str:
         a.execute("CHECKPOINT")
         a.execute(f"SELECT pg_buffercache_evict_relation('{TABLE}')")
         a.execute(f"SELECT count(*) FROM {TABLE}")
-        b = env.connect()
-        c = env.connect()
+        b = env.server.connect()
+        c = env.server.connect()
         try:
             notes = _steps(env, b, c)
         except _Stuck:
             # a backend stuck with interrupts held cannot be terminated, and a connection
             # cannot be closed while a thread waits on it: restart the server first
-            env.restart("immediate")
+            env.server.restart("immediate")
             raise
         finally:
             b.close()
@@ -213,7 +208,7 @@ def _wait_setting(env: EngineEnv, name: str, value: str) -> None:
     """Wait until new backends see the reloaded value of ``name``."""
     deadline = time.monotonic() + 10
     while True:
-        with env.connect() as probe:
+        with env.server.connect() as probe:
             got = probe.execute(f"SHOW {name}").fetchone()
         if got == (value,):
             return
@@ -232,7 +227,7 @@ def mapping_limits(env: EngineEnv, limit: float) -> str:
     not map failed every checkpoint ("checkpoint request failed")."""
     mapped = env.engine != "base"
     notes: list[str] = []
-    with env.extra_settings({"nvm_max_mappings": str(ML_CAP)}), env.connect() as c:
+    with env.server.temporary({"nvm_max_mappings": str(ML_CAP)}), env.server.connect() as c:
         c.execute("SELECT pg_reload_conf()")
         c.execute("CREATE EXTENSION IF NOT EXISTS pgnvm")
         c.execute("CREATE EXTENSION IF NOT EXISTS pg_buffercache")
@@ -247,12 +242,12 @@ def mapping_limits(env: EngineEnv, limit: float) -> str:
             _wait_setting(env, "nvm_max_mappings", str(ML_CAP))
             # 1. ~1500 segments are written (by backends, the bgwriter, at the latest by
             #    the checkpoint) through at most 8 mappings per process
-            before = _counters(c)
+            before = counters.read_counters(c)
             _each_table(c, "CREATE TABLE pgnvm_ml_%1$s (a int)")
             _each_table(c, "INSERT INTO pgnvm_ml_%1$s VALUES (%1$s)")
             lsn = _checkpoint_lsn(c)
             c.execute("CHECKPOINT")
-            after = _counters(c)
+            after = counters.read_counters(c)
             created = _grew(before, after, "mappings_created")
             evicted = _grew(before, after, "mappings_evicted")
             if _checkpoint_lsn(c) == lsn:
@@ -273,7 +268,7 @@ def mapping_limits(env: EngineEnv, limit: float) -> str:
             c.execute("SELECT pg_buffercache_evict_all()")
             before = after
             total = _sum_all(c)
-            after = _counters(c)
+            after = counters.read_counters(c)
             if total != ML_SUM:
                 raise CheckFailed(f"sum over the {ML_TABLES} tables: {total} != {ML_SUM}")
             notes.append(
@@ -285,10 +280,10 @@ def mapping_limits(env: EngineEnv, limit: float) -> str:
             _prlimit_as(ckpt, str(_vm_size(ckpt) + (256 << 20)))
             try:
                 _each_table(c, "UPDATE pgnvm_ml_%1$s SET a = a")
-                before = _counters(c)
+                before = counters.read_counters(c)
                 lsn = _checkpoint_lsn(c)
                 c.execute("CHECKPOINT")
-                after = _counters(c)
+                after = counters.read_counters(c)
             finally:
                 _prlimit_as(ckpt, "unlimited")
             fallbacks = _grew(before, after, "mapping_fallbacks")
@@ -302,12 +297,12 @@ def mapping_limits(env: EngineEnv, limit: float) -> str:
             notes.append(f"checkpointer without address space: ok, {fallbacks} write()s")
 
             # 4. a backend that cannot map anything (nvm_debug_fail_mappings): read()
-            with env.connect() as b:
+            with env.server.connect() as b:
                 c.execute("SELECT pg_buffercache_evict_all()")
                 b.execute("SET nvm_debug_fail_mappings = on")
-                before = _counters(c)
+                before = counters.read_counters(c)
                 total = _sum_all(b)
-                after = _counters(c)
+                after = counters.read_counters(c)
             fallbacks = _grew(before, after, "mapping_fallbacks")
             if total != ML_SUM:
                 raise CheckFailed(f"sum under an address-space limit: {total} != {ML_SUM}")

@@ -71,9 +71,10 @@ def tap_recovery(env: EngineEnv, limit: float) -> str:
     engine in every cluster the suite creates: the engine's settings go into TEMP_CONFIG,
     which PostgreSQL::Test::Cluster appends to each postgresql.conf.
 
-    Runs once per storage engine: the prefetch variants of se2 change nothing recovery does.
+    Skipped for the prefetch variants of se2 (nvm_prefetch inline or helper): they change
+    nothing recovery does.
     """
-    if env.label != env.engine:
+    if env.config.prefetch != "off":
         raise CheckSkipped(f"recovery is the same as {env.engine}'s (run there)")
     tree = env.run.tree / "src/test/recovery"
     if not tree.is_dir():
@@ -83,7 +84,7 @@ def tap_recovery(env: EngineEnv, limit: float) -> str:
     conf.write_text(
         "# ./pgnvm test tap_recovery: the engine under test, in every TAP cluster\n"
         f"nvm_storage_engine = '{env.engine}'\n"
-        + "".join(f"{k} = '{v}'\n" for k, v in env.variant.settings)
+        + "".join(f"{k} = '{v}'\n" for k, v in env.config.settings.items())
     )
     conf.chmod(0o644)
     ran = env.run_tool(

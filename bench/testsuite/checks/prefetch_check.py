@@ -13,7 +13,7 @@ import re
 import shutil
 from pathlib import Path
 
-from bench import paths
+from bench.core import paths
 from bench.testsuite import proc
 from bench.testsuite.model import CheckFailed
 

@@ -38,7 +38,6 @@ crash or restart line in the server log.
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import threading
 import time
@@ -49,11 +48,11 @@ from typing import Any
 import psycopg
 from psycopg import errors
 
+from bench.core import counters, procfs
 from bench.testsuite import errmatch, nvmstats, proctasks
-from bench.testsuite.checks.redirect import find_plan_node
-from bench.testsuite.checks.strace_check import scan_stats
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.model import CheckFailed
+from bench.testsuite.plans import gather_workers, scan_stats
 
 TABLE = "pf_t"
 ROLE = "pgnvm_pf_user"
@@ -97,15 +96,6 @@ def crash_lines(log_text: str) -> list[str]:
     out = errmatch.log_problems(log_text)
     out += [m.group(0).strip() for m in _RESTART_RE.finditer(log_text) if m.group(0) not in out]
     return out
-
-
-def gather_workers(explain_json: Any) -> tuple[int, int]:
-    """(workers planned, workers launched) of the Gather in EXPLAIN (ANALYZE, FORMAT JSON)."""
-    doc = json.loads(explain_json) if isinstance(explain_json, str) else explain_json
-    node = find_plan_node(doc[0]["Plan"], "Gather")
-    if node is None:
-        raise CheckFailed(f"no Gather in the plan: {json.dumps(doc)[:1000]}")
-    return int(node.get("Workers Planned", 0)), int(node.get("Workers Launched", 0))
 
 
 def worker_of(title: str, leader: int) -> bool:
@@ -202,7 +192,7 @@ class _Backend:
     whatever happens)."""
 
     def __init__(self, env: EngineEnv, **kw: Any) -> None:
-        self.conn = env.connect(**kw)
+        self.conn = env.server.connect(**kw)
         self.conn.execute("SET max_parallel_workers_per_gather = 0")
         self.pid = int(self.conn.execute("SELECT pg_backend_pid()").fetchone()[0])  # type: ignore[index]
         self.bg: _Background | None = None
@@ -228,7 +218,7 @@ class _Backend:
         seconds for joined threads to leave)."""
         tids = list(helper_tids)
         why = proctasks.wait_for(
-            lambda: proctasks.task_problem(self.pid, proctasks.tasks(self.pid), tids), within
+            lambda: proctasks.task_problem(self.pid, procfs.tasks(self.pid), tids), within
         )
         if why:
             raise CheckFailed(f"{what}: {why}")
@@ -244,12 +234,12 @@ def _wait_gone(ids: Iterable[int], what: str) -> None:
     ids = list(ids)
 
     def probe() -> str | None:
-        left = [i for i in ids if proctasks.exists(i)]
+        left = [i for i in ids if procfs.exists(i)]
         return f"still in /proc: {left}" if left else None
 
     why = proctasks.wait_for(probe, GONE_WITHIN)
     if why:
-        states = {i: proctasks.state(i) for i in ids}
+        states = {i: procfs.state(i) for i in ids}
         raise CheckFailed(f"{what}: {why} after {GONE_WITHIN:.0f}s (states {states})")
 
 
@@ -392,9 +382,9 @@ def _helper_lifecycle(ctx: _Ctx) -> None:
     _evict(c)
     p0 = u.pool()
     u.threads_are(p0.tids, "a new backend")
-    before = nvmstats.read_stats(u.conn)
+    before = counters.read_counters(u.conn)
     found = u.conn.execute(lookup, (ids,)).fetchone()[0]  # type: ignore[index]
-    d = nvmstats.delta(before, nvmstats.read_stats(u.conn))
+    d = counters.delta(before, counters.read_counters(u.conn))
     u.conn.execute("RESET ALL")
     u.conn.execute("SET max_parallel_workers_per_gather = 0")
     if found != len(ids):
@@ -410,12 +400,12 @@ def _helper_lifecycle(ctx: _Ctx) -> None:
             f"{p0.describe()} -> {p.describe()}"
         )
     u.threads_are(p.tids, "after index lookups")
-    pf_before = nvmstats.read_prefetch_stats(c)
+    pf_before = counters.read_counters(c)
     missed = _first_scan(ctx, u, "first seq scan")
     p = u.pool()
     require_pool(p, f"after the first seq scan ({missed})")
     u.threads_are(p.tids, "after the first seq scan")
-    pf = nvmstats.delta_prefetch(pf_before, nvmstats.read_prefetch_stats(c))
+    pf = counters.delta(pf_before, counters.read_counters(c))
     accepted = p.jobs_enqueued - p0.jobs_enqueued  # p0: no pool (0) or the same one
     if pf["prefetch_jobs"] < accepted:
         raise CheckFailed(
@@ -518,9 +508,9 @@ def _settings_change(ctx: _Ctx) -> None:
             require_pool(old, "nvm_prefetch back to helper")
             s.threads_are(old.tids, "nvm_prefetch back to helper")
         s.conn.execute(f"SET nvm_prefetch = '{mode}'")
-        pf_before = nvmstats.read_prefetch_stats(c)
+        pf_before = counters.read_counters(c)
         s.scan(ctx.rows, f"scan with nvm_prefetch={mode}")
-        pf = nvmstats.delta_prefetch(pf_before, nvmstats.read_prefetch_stats(c))
+        pf = counters.delta(pf_before, counters.read_counters(c))
         now = s.pool()
         if now.helpers or now.tids:
             raise CheckFailed(
@@ -572,11 +562,11 @@ def _no_helpers(ctx: _Ctx) -> None:
     if not se2:
         b.conn.execute("SET nvm_prefetch = helper")
     mode = "helper" if not se2 else ctx.mode
-    pf_before = nvmstats.read_prefetch_stats(c)
-    before = nvmstats.read_stats(c)
+    pf_before = counters.read_counters(c)
+    before = counters.read_counters(c)
     missed = _first_scan(ctx, b, "seq scan")
-    d = nvmstats.delta(before, nvmstats.read_stats(c))
-    pf = nvmstats.delta_prefetch(pf_before, nvmstats.read_prefetch_stats(c))
+    d = counters.delta(before, counters.read_counters(c))
+    pf = counters.delta(pf_before, counters.read_counters(c))
     p = b.pool()
     if p.mode != mode:
         raise CheckFailed(f"pgnvm_prefetch() reports mode {p.mode}, expected {mode}")
@@ -611,7 +601,7 @@ def _parallel(ctx: _Ctx) -> None:
     if env.engine != "se2":
         b.conn.execute("SET nvm_prefetch = helper")
     leader_before = b.pool()
-    pf_before = nvmstats.read_prefetch_stats(c)
+    pf_before = counters.read_counters(c)
     _evict(c)
     bg = b.background(
         "EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) "
@@ -619,9 +609,9 @@ def _parallel(ctx: _Ctx) -> None:
     )
     samples: dict[int, list[int]] = {}  # worker pid -> task counts seen
     while bg.running():
-        for pid in proctasks.children(ctx.postmaster):
-            if worker_of(proctasks.cmdline(pid), b.pid):
-                seen = proctasks.tasks(pid)
+        for pid in procfs.children(ctx.postmaster):
+            if worker_of(procfs.cmdline(pid), b.pid):
+                seen = procfs.tasks(pid)
                 if seen is not None:
                     samples.setdefault(pid, []).append(len(seen))
         time.sleep(0.005)
@@ -631,16 +621,14 @@ def _parallel(ctx: _Ctx) -> None:
     planned, launched = gather_workers(outcome.result[0][0])
     if launched < 1:
         raise CheckFailed(f"parallel scan: {launched} of {planned} workers launched")
-    pf = nvmstats.delta_prefetch(pf_before, nvmstats.read_prefetch_stats(c))
+    pf = counters.delta(pf_before, counters.read_counters(c))
     leader = b.pool()
 
     def leftovers() -> str | None:
         left = [
-            p
-            for p in proctasks.children(ctx.postmaster)
-            if "parallel worker" in proctasks.cmdline(p)
+            p for p in procfs.children(ctx.postmaster) if "parallel worker" in procfs.cmdline(p)
         ]
-        left += [p for p in samples if proctasks.exists(p) and p not in left]
+        left += [p for p in samples if procfs.exists(p) and p not in left]
         return f"parallel workers still there: {left}" if left else None
 
     why = proctasks.wait_for(leftovers, GONE_WITHIN)
@@ -683,7 +671,7 @@ def _privileges(ctx: _Ctx) -> None:
     c.execute(f"DROP ROLE IF EXISTS {ROLE}")
     c.execute(f"CREATE ROLE {ROLE} LOGIN")
     try:
-        with env.connect(user=ROLE) as u:
+        with env.server.connect(user=ROLE) as u:
             for setting, value in (("nvm_prefetch", "helper"), ("nvm_prefetch_mapping", "0")):
                 try:
                     u.execute(f"SET {setting} = '{value}'")
@@ -721,13 +709,13 @@ def _privileges(ctx: _Ctx) -> None:
 
 
 def prefetch_lifecycle(env: EngineEnv, limit: float) -> str:
-    offset = env.log_offset()
-    pm_pid = env.cluster.pid()
-    with env.connect() as c:
+    offset = env.server.log_offset()
+    pm_pid = env.server.postmaster_pid()
+    with env.server.connect() as c:
         nvmstats.ensure_extensions(c)
         started = c.execute("SELECT pg_postmaster_start_time()").fetchone()[0]  # type: ignore[index]
         mode = str(c.execute("SHOW nvm_prefetch").fetchone()[0])  # type: ignore[index]
-        want = env.variant.settings_dict.get("nvm_prefetch", "off")
+        want = env.config.prefetch
         if mode != want:
             raise CheckFailed(f"the server runs with nvm_prefetch={mode}, expected {want}")
         rows, blocks, sb = _make_table(c)
@@ -755,12 +743,12 @@ def prefetch_lifecycle(env: EngineEnv, limit: float) -> str:
                 ctx.end_backends()
         c.execute(f"DROP TABLE {TABLE}")
         now = c.execute("SELECT pg_postmaster_start_time()").fetchone()[0]  # type: ignore[index]
-    if env.cluster.pid() != pm_pid or now != started:
+    if env.server.postmaster_pid() != pm_pid or now != started:
         failures.append(
-            f"the postmaster restarted: pid {pm_pid} -> {env.cluster.pid()}, start time "
+            f"the postmaster restarted: pid {pm_pid} -> {env.server.postmaster_pid()}, start time "
             f"{started} -> {now}"
         )
-    crashed = crash_lines(env.log_since(offset))
+    crashed = crash_lines(env.server.log_since(offset))
     if crashed:
         failures.append("server log shows a crash or restart: " + " | ".join(crashed[:5]))
     if failures:

@@ -7,7 +7,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from bench import paths
+from bench.core import paths
 from bench.testsuite import proc
 from bench.testsuite.model import CheckFailed
 

@@ -19,16 +19,16 @@ se1/se2 is the ``strace`` check's job.
 
 from __future__ import annotations
 
-import json
 import random
 from typing import Any
 
 import psycopg
 
+from bench.core import counters
 from bench.testsuite import nvmstats
-from bench.testsuite.checks.strace_check import scan_stats
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.model import CheckFailed
+from bench.testsuite.plans import index_scan_stats, scan_stats
 
 TABLE = "redir_t"
 SIZE_FACTOR = 2.5  # table size / shared_buffers
@@ -48,26 +48,6 @@ def slack(n: int) -> int:
     return 8 + n // 100
 
 
-def find_plan_node(plan: dict[str, Any], node_type: str) -> dict[str, Any] | None:
-    """The first node of ``node_type`` in an EXPLAIN (FORMAT JSON) plan tree, depth first."""
-    if plan.get("Node Type") == node_type:
-        return plan
-    for child in plan.get("Plans", []):
-        found = find_plan_node(child, node_type)
-        if found is not None:
-            return found
-    return None
-
-
-def index_scan_stats(explain_json: Any) -> tuple[int, int]:
-    """(rows, shared blocks read) of the Index Scan in EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)."""
-    doc = json.loads(explain_json) if isinstance(explain_json, str) else explain_json
-    node = find_plan_node(doc[0]["Plan"], "Index Scan")
-    if node is None:
-        raise CheckFailed(f"no Index Scan in the plan: {json.dumps(doc)[:1000]}")
-    return int(float(node["Actual Rows"])), int(node["Shared Read Blocks"])
-
-
 def expect_redirects(
     engine: str, what: str, misses: int, d: dict[str, int], table_redirected: int
 ) -> str:
@@ -79,7 +59,7 @@ def expect_redirects(
         if got < need:
             raise CheckFailed(
                 f"{what}: {misses} block misses but redirects grew by only {got} "
-                f"(expected >= {need}); {nvmstats.fmt(d)}"
+                f"(expected >= {need}); {counters.fmt(d)}"
             )
         if d["bytes_not_copied"] != got * nvmstats.BLCKSZ:
             raise CheckFailed(
@@ -96,7 +76,7 @@ def expect_redirects(
             f"{d['bytes_not_copied'] >> 20} MB, {table_redirected} redirected buffers of {TABLE}"
         )
     if got != 0 or d["bytes_not_copied"] != 0 or d["cow_copies"] != 0:
-        raise CheckFailed(f"{what}: {engine} must never redirect, yet {nvmstats.fmt(d)}")
+        raise CheckFailed(f"{what}: {engine} must never redirect, yet {counters.fmt(d)}")
     if table_redirected:
         raise CheckFailed(f"{what}: {engine} shows {table_redirected} redirected buffers")
     out = f"{what}: {misses} misses, redirects+0"
@@ -118,7 +98,7 @@ def _set(c: psycopg.Connection[Any], settings: dict[str, str]) -> None:
 
 def redirect(env: EngineEnv, limit: float) -> str:
     rng = random.Random(f"{env.run.seed}:redirect")
-    with env.connect() as c:
+    with env.server.connect() as c:
         sb = c.execute(
             "SELECT setting::bigint * 8192 FROM pg_settings WHERE name = 'shared_buffers'"
         ).fetchone()[0]  # type: ignore[index]
@@ -143,20 +123,20 @@ def redirect(env: EngineEnv, limit: float) -> str:
             (ids,),
         ).fetchone()[0]  # type: ignore[index]
         c.execute("CHECKPOINT")
-    env.restart()  # cold buffers
+    env.server.restart()  # cold buffers
     blocks = size // nvmstats.BLCKSZ
     notes = []
-    with env.connect() as c:
+    with env.server.connect() as c:
         nvmstats.ensure_extensions(c)
 
         # 1. sequential scan
         c.execute("SET max_parallel_workers_per_gather = 0")
-        before = nvmstats.read_stats(c)
+        before = counters.read_counters(c)
         plan = c.execute(
             "EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, FORMAT JSON) "
             f"SELECT count(*), sum(length(pad)) FROM {TABLE}"
         ).fetchone()[0]  # type: ignore[index]
-        d = nvmstats.delta(before, nvmstats.read_stats(c))
+        d = counters.delta(before, counters.read_counters(c))
         scanned, misses = scan_stats(plan)
         if scanned != rows:
             raise CheckFailed(f"the seq scan returned {scanned} rows, expected {rows}")
@@ -181,12 +161,12 @@ def redirect(env: EngineEnv, limit: float) -> str:
         if left:
             raise CheckFailed(f"{len(left)} buffers of {TABLE} still cached after eviction {ev}")
         _set(c, INDEX_ONLY)
-        before = nvmstats.read_stats(c)
+        before = counters.read_counters(c)
         plan = c.execute(
             "EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, FORMAT JSON) "
             f"SELECT count(*), sum(length(pad)) FROM {TABLE} WHERE id = ANY('{id_array}'::int[])"
         ).fetchone()[0]  # type: ignore[index]
-        d = nvmstats.delta(before, nvmstats.read_stats(c))
+        d = counters.delta(before, counters.read_counters(c))
         found, read_blocks = index_scan_stats(plan)
         if found != LOOKUPS:
             raise CheckFailed(f"the index scan found {found} rows, expected {LOOKUPS}")

@@ -9,16 +9,16 @@ proves the check can fail.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import signal
 import time
 from pathlib import Path
-from typing import Any
 
+from bench.core import procfs
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.model import CheckFailed, CheckSkipped
+from bench.testsuite.plans import scan_stats
 from bench.testsuite.proc import Background, is_root
 
 SYSCALLS = "pread64,preadv,preadv2"
@@ -41,28 +41,9 @@ def relation_reads(trace: str, relfile: str) -> list[str]:
 
 def _ptrace_scope() -> int:
     try:
-        return int(Path("/proc/sys/kernel/yama/ptrace_scope").read_text())
-    except (OSError, ValueError):
+        return int(procfs.sysctl("kernel.yama.ptrace_scope") or 0)
+    except ValueError:
         return 0
-
-
-def _find_node(plan: dict[str, Any], node_type: str) -> dict[str, Any] | None:
-    if plan.get("Node Type") == node_type:
-        return plan
-    for child in plan.get("Plans", []):
-        found = _find_node(child, node_type)
-        if found is not None:
-            return found
-    return None
-
-
-def scan_stats(explain_json: Any) -> tuple[int, int]:
-    """(rows, shared blocks read) of the Seq Scan in EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)."""
-    doc = json.loads(explain_json) if isinstance(explain_json, str) else explain_json
-    node = _find_node(doc[0]["Plan"], "Seq Scan")
-    if node is None:
-        raise CheckFailed(f"no Seq Scan in the plan: {json.dumps(doc)[:1000]}")
-    return int(float(node["Actual Rows"])), int(node["Shared Read Blocks"])
 
 
 def _wait_attached(log: Path, pids: list[int], timeout: float = 20) -> None:
@@ -85,7 +66,7 @@ def strace(env: EngineEnv, limit: float) -> str:
         raise CheckSkipped(
             "attaching strace to a server process needs root (or kernel.yama.ptrace_scope=0)"
         )
-    with env.connect() as c:
+    with env.server.connect() as c:
         sb = c.execute(
             "SELECT setting::bigint * 8192 FROM pg_settings WHERE name = 'shared_buffers'"
         ).fetchone()[0]  # type: ignore[index]
@@ -102,11 +83,11 @@ def strace(env: EngineEnv, limit: float) -> str:
         relpath = c.execute("SELECT pg_relation_filepath('strace_t')").fetchone()[0]  # type: ignore[index]
     if size < 2 * sb:
         raise CheckFailed(f"strace_t is {size} bytes, not twice shared_buffers ({sb})")
-    relfile = str(env.cluster.datadir / relpath)
-    env.restart()  # cold buffers
+    relfile = str(env.server.cluster.datadir / relpath)
+    env.server.restart()  # cold buffers
     trace_log = env.workdir / "strace-scan.txt"
     out_log = env.workdir / "strace-stderr.log"
-    with env.connect() as c:
+    with env.server.connect() as c:
         c.execute("SET max_parallel_workers_per_gather = 0")
         backend = c.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
         workers = [

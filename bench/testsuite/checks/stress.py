@@ -23,21 +23,20 @@ and the one base recorded for the same seed.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import random
 import re
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from bench.testsuite import nvmstats, stressmodel
-from bench.testsuite.checks.amcheck import run_amcheck
-from bench.testsuite.context import EngineEnv
+from bench.core import counters
+from bench.testsuite import stressmodel
+from bench.testsuite.context import EngineEnv, source_key
 from bench.testsuite.digest import digest_rows
 from bench.testsuite.model import CheckFailed
+from bench.testsuite.pgamcheck import run_amcheck
 
 DB = "stresstest"
 GROUPS = 64
@@ -80,7 +79,7 @@ SCANS: dict[str, tuple[dict[str, str], str, str]] = {
     ),
 }
 #: cached base digests are only valid for this very check (any edit invalidates them)
-REFERENCE_PREFIX = "stress:" + hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+REFERENCE_PREFIX = source_key("stress", __file__)
 
 
 @dataclass
@@ -111,7 +110,7 @@ class Shared:
 
 def _writer(env: EngineEnv, w: int, plan: list[stressmodel.Tx], sh: Shared) -> None:
     try:
-        with env.connect(DB, autocommit=False, application_name=f"stress-w{w}") as conn:
+        with env.server.connect(DB, autocommit=False, application_name=f"stress-w{w}") as conn:
             for tx in plan:
                 if sh.stop.is_set():
                     return
@@ -141,7 +140,9 @@ def _reader(env: EngineEnv, r: int, sh: Shared) -> None:
         with contextlib.ExitStack() as stack:
             conns = {}
             for kind, (settings, _, _) in SCANS.items():
-                conn = stack.enter_context(env.connect(DB, application_name=f"stress-r{r}-{kind}"))
+                conn = stack.enter_context(
+                    env.server.connect(DB, application_name=f"stress-r{r}-{kind}")
+                )
                 for k, v in settings.items():
                     conn.execute(f"SET {k} = '{v}'")
                 conns[kind] = conn
@@ -169,7 +170,7 @@ def _reader(env: EngineEnv, r: int, sh: Shared) -> None:
 def _maintenance(env: EngineEnv, sh: Shared) -> None:
     steps = ["VACUUM stress", "CHECKPOINT", "VACUUM stress", "ANALYZE stress"]
     try:
-        with env.connect(DB, application_name="stress-vacuum") as conn:
+        with env.server.connect(DB, application_name="stress-vacuum") as conn:
             i = 0
             while not sh.stop.wait(1.0):
                 stmt = steps[i % len(steps)]
@@ -200,10 +201,10 @@ def crash_lines(log: str) -> list[str]:
 
 
 def _setup(env: EngineEnv) -> None:
-    with env.connect() as c:
+    with env.server.connect() as c:
         c.execute(f"DROP DATABASE IF EXISTS {DB}")
         c.execute(f"CREATE DATABASE {DB}")
-    with env.connect(DB) as c:
+    with env.server.connect(DB) as c:
         for stmt in SETUP:
             c.execute(stmt)
         size = c.execute("SELECT pg_relation_size('stress')").fetchone()[0]  # type: ignore[index]
@@ -223,7 +224,7 @@ def _setup(env: EngineEnv) -> None:
 
 
 def _table_digest(env: EngineEnv) -> tuple[str, int, list[tuple[Any, ...]]]:
-    with env.connect(DB) as c:
+    with env.server.connect(DB) as c:
         groups = c.execute(
             "SELECT g, min(v), max(v), count(*) FROM stress GROUP BY g ORDER BY g"
         ).fetchall()
@@ -271,9 +272,9 @@ def stress(env: EngineEnv, limit: float) -> str:
     expected = stressmodel.final_state(plans, GROUPS)
     expected_digest, expected_n = digest_rows(stressmodel.final_rows(expected, ROWS_PER_GROUP))
     _setup(env)
-    offset = env.log_offset()
-    with env.connect(DB) as c:
-        before = nvmstats.read_stats(c)
+    offset = env.server.log_offset()
+    with env.server.connect(DB) as c:
+        before = counters.read_counters(c)
     sh = Shared()
     load_s = _run_load(env, plans, sh)
     scans = ", ".join(
@@ -286,7 +287,7 @@ def stress(env: EngineEnv, limit: float) -> str:
         + ", ".join(f"{k} x{n}" for k, n in sorted(sh.maintenance.items()))
     )
     if sh.errors or sh.violations:
-        crashed = crash_lines(env.log_since(offset))
+        crashed = crash_lines(env.server.log_since(offset))
         raise CheckFailed(
             (f"server crashed: {' | '.join(crashed[:3])}; " if crashed else "")
             + f"{len(sh.errors)} errors, {sh.n_violations} invariant violations: "
@@ -295,13 +296,13 @@ def stress(env: EngineEnv, limit: float) -> str:
         )
     if sh.writers_done != [TX_PER_WRITER] * WRITERS:
         raise CheckFailed(f"the writers stopped early: {sh.writers_done}\n{what}")
-    with env.connect(DB) as c:
-        d = nvmstats.delta(before, nvmstats.read_stats(c))
+    with env.server.connect(DB) as c:
+        d = counters.delta(before, counters.read_counters(c))
     if env.engine == "se2":
         if d["redirects"] <= 0 or d["cow_copies"] <= 0:
-            raise CheckFailed(f"se2 under load neither redirected nor copied: {nvmstats.fmt(d)}")
+            raise CheckFailed(f"se2 under load neither redirected nor copied: {counters.fmt(d)}")
     elif d["redirects"] or d["cow_copies"] or d["hints_skipped"]:
-        raise CheckFailed(f"{env.engine} must never redirect: {nvmstats.fmt(d)}")
+        raise CheckFailed(f"{env.engine} must never redirect: {counters.fmt(d)}")
 
     digest, n, groups = _table_digest(env)
     want_groups = [(g, st.v, st.v, ROWS_PER_GROUP) for g, st in sorted(expected.items())]
@@ -320,22 +321,21 @@ def stress(env: EngineEnv, limit: float) -> str:
             f"table digest {digest}/{n} != {expected_digest}/{expected_n} computed from the "
             "writers' sequences (v agrees per group: a pad differs)"
         )
-    key = f"{REFERENCE_PREFIX}:{seed}"
-    if env.records_reference:
-        env.run.store_reference(key, digest)
-        source = "recorded as reference"
+    ref = env.reference(f"{REFERENCE_PREFIX}:{seed}", digest)
+    if ref.recorded:
+        source = ref.source
+    elif ref.value is None:
+        source = f"no base run with seed {seed} to compare with"
+    elif ref.value != digest:
+        raise CheckFailed(
+            f"table digest {digest} != base's {ref.value} ({ref.source}, seed {seed})"
+        )
     else:
-        ref = env.run.load_reference(key)
-        if ref is None:
-            source = f"no base run with seed {seed} to compare with"
-        elif ref[0] != digest:
-            raise CheckFailed(f"table digest {digest} != base's {ref[0]} ({ref[1]}, seed {seed})")
-        else:
-            source = f"same as base ({ref[1]})"
+        source = f"same as base ({ref.source})"
     amc = run_amcheck(env, [DB], max(60.0, limit / 3), "stress-amcheck.log")
-    with contextlib.suppress(Exception), env.connect() as c:
+    with contextlib.suppress(Exception), env.server.connect() as c:
         c.execute(f"DROP DATABASE IF EXISTS {DB}")
     return (
-        f"{what}; 0 errors, 0 violations; {nvmstats.fmt(d, ('redirects', 'cow_copies'))}; "
+        f"{what}; 0 errors, 0 violations; {counters.fmt(d, ('redirects', 'cow_copies'))}; "
         f"digest {digest} = expected [{source}]; {amc}"
     )

@@ -18,86 +18,24 @@ normalised), for each probe.
 
 from __future__ import annotations
 
-import hashlib
 import os
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
-
-import psycopg
 
 from bench.testsuite.context import EngineEnv
-from bench.testsuite.errmatch import DATA_CORRUPTED, SHORT_READ_RE, normalise_message
+from bench.testsuite.errmatch import DATA_CORRUPTED, SHORT_READ_RE
 from bench.testsuite.model import CheckFailed
+from bench.testsuite.outcomes import against_base, describe, outcome, query_with
 
 ROWS = 16_000  # ~2 MB heap with the pad below
 INDEX_ONLY = {"enable_seqscan": "off", "enable_bitmapscan": "off", "enable_indexonlyscan": "off"}
 #: probes that must raise an error (in base: XX001 "could not read blocks ...")
 MUST_FAIL = ("index fetch of a lost row", "seqscan cursor across the cut")
 #: cached base outcomes are only valid for this very check (any edit invalidates them)
-REFERENCE_KEY = "truncated:" + hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
-
-
-def _outcome(relpath: str, run: Callable[[], list[tuple[Any, ...]]]) -> dict[str, Any]:
-    try:
-        rows = run()
-    except psycopg.Error as e:
-        msg = e.diag.message_primary or str(e)
-        return {
-            "sqlstate": e.diag.sqlstate,
-            "message": normalise_message(msg, {relpath: "<relfile>"}),
-        }
-    return {"result": [list(map(str, r)) for r in rows]}
-
-
-def describe(o: dict[str, Any]) -> str:
-    if "sqlstate" in o:
-        return f"ERROR {o['sqlstate']}: {o['message']}"
-    return f"result {o['result']}"
-
-
-def compare_outcomes(expected: dict[str, Any], got: dict[str, Any], engine: str) -> list[str]:
-    """Probes whose outcome differs from the base reference."""
-    return [
-        f"{n}: base {describe(expected[n])} / {engine} "
-        f"{describe(got[n]) if n in got else 'not run'}"
-        for n in expected
-        if got.get(n) != expected[n]
-    ]
-
-
-def against_base(env: EngineEnv, key: str, outcomes: dict[str, Any]) -> str:
-    """Stock base records ``outcomes`` under ``key``; every other engine must match them
-    (:func:`compare_outcomes`). Returns the check's summary line."""
-    if env.records_reference:
-        env.run.store_reference(key, outcomes)
-        source = "recorded as reference"
-    else:
-        ref = env.run.load_reference(key)
-        if ref is None:
-            raise CheckFailed("no base reference: run with base in --engines (once suffices)")
-        expected, source = ref
-        diffs = compare_outcomes(expected, outcomes, env.label)
-        if diffs:
-            raise CheckFailed("differs from base: " + "; ".join(diffs))
-        source = f"same as base ({source})"
-    return "; ".join(f"{n} -> {describe(o)}" for n, o in outcomes.items()) + f" [{source}]"
-
-
-def _probe_with(c: psycopg.Connection, settings: dict[str, str], sql: str) -> list[Any]:
-    for k, v in settings.items():
-        c.execute(f"SET {k} = '{v}'")
-    try:
-        return c.execute(sql).fetchall()
-    finally:
-        if not c.broken:
-            c.execute("RESET ALL")
 
 
 def truncated(env: EngineEnv, limit: float) -> str:
-    offset = env.log_offset()
-    pid_before = env.cluster.pid()
-    with env.connect() as c:
+    offset = env.server.log_offset()
+    pid_before = env.server.postmaster_pid()
+    with env.server.connect() as c:
         c.execute("CREATE EXTENSION IF NOT EXISTS pg_buffercache")
         c.execute("DROP TABLE IF EXISTS trunc_t")
         c.execute(
@@ -110,7 +48,7 @@ def truncated(env: EngineEnv, limit: float) -> str:
         c.execute("VACUUM ANALYZE trunc_t")
         c.execute("CHECKPOINT")
         relpath = c.execute("SELECT pg_relation_filepath('trunc_t')").fetchone()[0]  # type: ignore[index]
-        path = env.cluster.datadir / relpath
+        path = env.server.cluster.datadir / relpath
         size = path.stat().st_size
         if not 1 << 20 <= size <= 4 << 20:
             raise CheckFailed(f"trunc_t is {size} bytes, expected about 2 MB")
@@ -127,7 +65,7 @@ def truncated(env: EngineEnv, limit: float) -> str:
             raise CheckFailed(f"{left} buffers of trunc_t still cached after eviction {ev}")
 
         # a sequential scan that starts before the cut: it sized the table at 100%
-        with env.connect(autocommit=False) as early:
+        with env.server.connect(autocommit=False) as early:
             early.execute("SET max_parallel_workers_per_gather = 0")
             early.execute("DECLARE cur NO SCROLL CURSOR FOR SELECT id, length(pad) FROM trunc_t")
             first = early.execute("FETCH 10 FROM cur").fetchall()
@@ -137,28 +75,29 @@ def truncated(env: EngineEnv, limit: float) -> str:
             os.truncate(path, size // 2)
 
             outcomes = {
-                "seqscan count(*)": _outcome(
+                "seqscan count(*)": outcome(
                     relpath, lambda: c.execute("SELECT count(*) FROM trunc_t").fetchall()
                 ),
-                "index fetch of a lost row": _outcome(
+                "index fetch of a lost row": outcome(
                     relpath,
-                    lambda: _probe_with(
+                    lambda: query_with(
                         c, INDEX_ONLY, f"SELECT id, length(pad) FROM trunc_t WHERE id = {ROWS}"
                     ),
                 ),
-                "seqscan cursor across the cut": _outcome(
+                "seqscan cursor across the cut": outcome(
                     relpath, lambda: [(len(early.execute("FETCH ALL FROM cur").fetchall()),)]
                 ),
             }
             early.rollback()
         if c.execute("SELECT 1").fetchone() != (1,):
             raise CheckFailed("SELECT 1 failed on the same connection after the probes")
-    with env.connect() as c:
+    with env.server.connect() as c:
         c.execute("SELECT 1")
         c.execute("DROP TABLE trunc_t")
-    if env.cluster.pid() != pid_before:
+    if env.server.postmaster_pid() != pid_before:
         raise CheckFailed(
-            f"postmaster pid changed ({pid_before} -> {env.cluster.pid()}): the server restarted"
+            f"postmaster pid changed ({pid_before} -> {env.server.postmaster_pid()}): "
+            "the server restarted"
         )
     problems = env.log_problems_since(offset)
     if problems:
@@ -176,4 +115,4 @@ def truncated(env: EngineEnv, limit: float) -> str:
                     f"{name}: expected stock XX001 'could not read blocks ... read only N of M "
                     f"bytes', got {describe(o)}"
                 )
-    return against_base(env, REFERENCE_KEY, outcomes)
+    return against_base(env, "truncated", __file__, outcomes)

@@ -2,14 +2,11 @@
 
 A cluster is described by a :class:`ClusterSpec` and saved in
 ``$PGNVM_HOME/clusters/<name>/spec.json``; that directory also holds the server log
-(``postgres.log``) and the unix socket. The data directory lives on the chosen storage:
-
-* ``nvm``: a tmpfs mounted by pgnvm (as root) at ``/mnt/pgnvm/nvm`` (4 KiB pages) or
-  ``/mnt/pgnvm/nvm-huge`` (``huge=always``), sized at 75% of RAM. When it cannot be mounted
-  (not root, or huge pages unavailable) the fallback is ``/dev/shm/pgnvm-<user>``, with a
-  notice. Datadir = ``<root>/<name>/data``.
-* ``disk``: ``$PGNVM_HOME/disk/<name>/data``.
-* ``data_root`` (API only) overrides both: datadir = ``<data_root>/data``.
+(``postgres.log``) and the unix socket. The data directory is ``<root>/<name>/data`` on the
+chosen storage (:mod:`bench.core.storage`: ``nvm``, the tmpfs at ``/mnt/pgnvm/nvm`` or
+``/mnt/pgnvm/nvm-huge``, or ``disk``, ``$PGNVM_HOME/disk``); ``data_root`` (API only)
+overrides both: datadir = ``<data_root>/data``. Processes of a data directory are found
+through :mod:`bench.core.procfs`.
 
 Every server setting pgnvm manages is written to ``<datadir>/pgnvm.conf``, which
 ``postgresql.conf`` includes at its end (``ALTER SYSTEM`` still overrides it). The engine is
@@ -39,16 +36,16 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from bench import osuser, paths, ui
+from bench.core import osuser, paths, procfs, storage, ui
 
 ENGINES: tuple[str, ...] = ("base", "se1", "se2")
-STORAGES: tuple[str, ...] = ("nvm", "disk")
+STORAGES = storage.STORAGES
 SUPERUSER = "pgnvm"
-NVM_MOUNT = Path("/mnt/pgnvm/nvm")
-NVM_HUGE_MOUNT = Path("/mnt/pgnvm/nvm-huge")
-NVM_FRACTION = 0.75  # tmpfs size as a fraction of RAM
 CONF_NAME = "pgnvm.conf"
-INCLUDE_LINE = f"include '{CONF_NAME}'  # added by pgnvm: settings managed by bench/cluster.py"
+INCLUDE_LINE = f"include '{CONF_NAME}'  # added by pgnvm: settings managed by bench/core/cluster.py"
+#: How an include line of pgnvm.conf starts (clusters made before the move of this module
+#: have the same line naming bench/cluster.py: it counts, nothing is appended twice).
+INCLUDE_PREFIX = f"include '{CONF_NAME}'"
 SPEC_FILE = "spec.json"
 OWNER_FILE = ".pgnvm-owner"  # in <storage root>/<name>/: state dir of the cluster using it
 LOG_FILE = "postgres.log"
@@ -150,7 +147,8 @@ def socket_dir_for(state_dir: Path) -> Path:
 def render_conf(spec: ClusterSpec, socket_dir: Path) -> str:
     """Content of <datadir>/pgnvm.conf."""
     lines = [
-        "# Managed by pgnvm (bench/cluster.py); rewritten by `pgnvm cluster init`. Do not edit.",
+        "# Managed by pgnvm (bench/core/cluster.py); rewritten by `pgnvm cluster init`. "
+        "Do not edit.",
         f"# cluster {spec.name}: engine={spec.engine} storage={spec.storage}"
         f"{' huge' if spec.huge else ''} flavour={spec.flavour}",
         f"port = {int(spec.port)}",
@@ -166,163 +164,27 @@ def render_conf(spec: ClusterSpec, socket_dir: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-# --------------------------------------------------------------------------- storage
-
-
-def _mem_total_bytes() -> int:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 4 << 30
-
-
-def _mount_options(path: Path) -> str | None:
-    r = subprocess.run(
-        ["findmnt", "-n", "-o", "FSTYPE,OPTIONS", "--mountpoint", str(path)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if r.returncode != 0 or not r.stdout.strip():
-        return None
-    return r.stdout.strip()
-
-
-def huge_shmem_denied() -> bool:
-    try:
-        text = Path("/sys/kernel/mm/transparent_hugepage/shmem_enabled").read_text()
-    except OSError:
-        return True  # no THP at all
-    return "[deny]" in text
-
-
-def fallback_nvm_root() -> Path:
-    return Path("/dev/shm") / f"pgnvm-{osuser.current_user()}"
-
-
-def default_nvm_root(huge: bool) -> Path:
-    """The nvm storage root pgnvm would use, without mounting anything."""
-    if osuser.is_root():
-        return NVM_HUGE_MOUNT if huge else NVM_MOUNT
-    return fallback_nvm_root()
-
-
-def ensure_nvm_root(huge: bool) -> Path:
-    """Mount (as root, if not yet mounted) and return the nvm storage root."""
-    mnt = NVM_HUGE_MOUNT if huge else NVM_MOUNT
-    if not osuser.is_root():
-        root = fallback_nvm_root()
-        ui.notice(
-            f"not root: cannot mount a tmpfs at {mnt}; using {root} instead"
-            + (" (huge pages NOT guaranteed)" if huge else "")
-        )
-        return root
-    if huge and huge_shmem_denied():
-        root = fallback_nvm_root()
-        ui.notice(f"huge pages for tmpfs are unavailable on this kernel; using {root}")
-        return root
-    opts = _mount_options(mnt)
-    if opts is not None:
-        if not opts.startswith("tmpfs"):
-            raise ClusterError(f"{mnt} is mounted but not a tmpfs ({opts})")
-        if huge and "huge=always" not in opts:
-            raise ClusterError(f"{mnt} is mounted without huge=always ({opts}); umount it")
-        return mnt
-    size_mb = int(_mem_total_bytes() * NVM_FRACTION) >> 20
-    o = f"size={size_mb}m,mode=0755,huge={'always' if huge else 'never'}"
-    mnt.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", o, "pgnvm-nvm", str(mnt)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if r.returncode != 0:
-        root = fallback_nvm_root()
-        ui.notice(f"mount -t tmpfs -o {o} at {mnt} failed ({r.stderr.strip()}); using {root}")
-        return root
-    ui.info(f"mounted tmpfs at {mnt} ({o})")
-    return mnt
+# --------------------------------------------------------------------------- data directory
 
 
 def default_datadir(spec: ClusterSpec) -> Path:
+    """``<storage root>/<name>/data`` (:mod:`bench.core.storage`), or ``<data_root>/data``."""
     if spec.data_root:
         return Path(spec.data_root) / "data"
-    if spec.storage == "disk":
-        return paths.disk_dir(spec.name) / "data"
-    return default_nvm_root(spec.huge) / spec.name / "data"
+    return storage.root(spec.storage, spec.huge) / spec.name / "data"
 
 
 def resolve_datadir(spec: ClusterSpec) -> Path:
     """Like :func:`default_datadir`, but mounts the nvm tmpfs / falls back as needed."""
-    if spec.data_root or spec.storage == "disk":
+    if spec.data_root:
         return default_datadir(spec)
-    return ensure_nvm_root(spec.huge) / spec.name / "data"
+    try:
+        return storage.root(spec.storage, spec.huge, mount=True) / spec.name / "data"
+    except storage.StorageError as e:
+        raise ClusterError(str(e)) from e
 
 
 # --------------------------------------------------------------------------- processes
-
-
-def _proc_cmdline(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return []
-    return [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
-
-
-def _proc_state(pid: int) -> str | None:
-    """The state letter of /proc/<pid>/stat ('R', 'S', 'Z', ...), None if no such process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-
-
-def _is_zombie(pid: int) -> bool:
-    return _proc_state(pid) == "Z"
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` exists and is not a zombie (a killed process not yet reaped)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return _proc_state(pid) not in ("Z", "X")
-
-
-def _reaped_or_ours(pid: int) -> bool:
-    """Whether ``pid`` has left the process table, or is a zombie that only this process
-    (its parent) can reap."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    fields_ = stat.rsplit(")", 1)[1].split()
-    return fields_[0] in ("Z", "X") and int(fields_[1]) == os.getpid()
-
-
-def _children(pid: int) -> list[int]:
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == pid:
-            out.append(int(d.name))
-    return out
 
 
 def holds_datadir(datadir: str, cwd: str | None, cmdline: list[str], comm: str) -> bool:
@@ -344,26 +206,15 @@ def holds_datadir(datadir: str, cwd: str | None, cmdline: list[str], comm: str) 
     return False
 
 
-def _proc_comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return ""
-
-
 def datadir_processes(datadir: Path) -> list[int]:
     """Live (non-zombie) server processes of ``datadir``, see :func:`holds_datadir`."""
     real = os.path.realpath(datadir)
     out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit() or int(d.name) == os.getpid():
+    for pid in procfs.pids():
+        if pid == os.getpid():
             continue
-        pid = int(d.name)
-        try:
-            cwd: str | None = os.readlink(d / "cwd")
-        except OSError:  # gone, a zombie, or not ours to look at
-            cwd = None
-        if holds_datadir(real, cwd, _proc_cmdline(pid), _proc_comm(pid)) and _alive(pid):
+        cwd = procfs.cwd(pid)  # None: gone, a zombie, or not ours to look at
+        if holds_datadir(real, cwd, procfs.argv(pid), procfs.comm(pid)) and procfs.alive(pid):
             out.append(pid)
     return out
 
@@ -500,9 +351,9 @@ class Cluster:
     def pid(self) -> int | None:
         """PID of the running postmaster, or None."""
         pid = read_pidfile(self.datadir)
-        if pid is None or not _alive(pid):
+        if pid is None or not procfs.alive(pid):
             return None
-        cmd = _proc_cmdline(pid)
+        cmd = procfs.argv(pid)
         if cmd and "postgres" not in Path(cmd[0]).name:
             return None  # pid reused by something else
         return pid
@@ -541,13 +392,23 @@ class Cluster:
     def _write_conf(self) -> None:
         conf = self.datadir / "postgresql.conf"
         text = conf.read_text()
-        if INCLUDE_LINE not in text:
+        if not any(line.startswith(INCLUDE_PREFIX) for line in text.splitlines()):
             with open(conf, "a") as f:
                 f.write(("" if text.endswith("\n") else "\n") + INCLUDE_LINE + "\n")
         target = self.datadir / CONF_NAME
         target.write_text(render_conf(self.spec, self.socket_dir))
         osuser.chown_to_server(target)
         os.chmod(target, 0o600)
+
+    def rewrite_conf(self) -> None:
+        """Write pgnvm.conf and the saved state for the spec as it is now, without initdb:
+        a change of engine, settings or port takes effect at the next start (at a reload for
+        reloadable settings). Switching the engine of an initialised data directory in place
+        is sound: the on-disk format does not depend on it (``init`` refuses it to protect
+        clusters of the command line, whose engine is part of what they are)."""
+        self.spec.validate()
+        self._write_conf()
+        self.save()
 
     def _prepare_dirs(self) -> None:
         osuser.ensure_server_user()
@@ -649,12 +510,12 @@ class Cluster:
         Zombies hold no shared memory, so removing the lock file is safe."""
         pidfile = self.datadir / "postmaster.pid"
         old = read_pidfile(self.datadir)
-        if old is None or not _is_zombie(old):
+        if old is None or not procfs.is_zombie(old):
             return
         deadline = time.monotonic() + 3  # give the reaper (init) a moment first
-        while time.monotonic() < deadline and _is_zombie(old):
+        while time.monotonic() < deadline and procfs.is_zombie(old):
             time.sleep(0.05)
-        if _is_zombie(old):
+        if procfs.is_zombie(old):
             ui.notice(
                 f"cluster {self.spec.name}: postmaster.pid names zombie pid {old} "
                 "(crashed server not yet reaped); removing the stale lock file"
@@ -729,10 +590,10 @@ class Cluster:
 
     def _stop_pid(self, pid: int, mode: str) -> None:
         r = self._pg_ctl("stop", "-m", mode, "-w", "-t", str(START_TIMEOUT))
-        if r.returncode != 0 and _alive(pid):
+        if r.returncode != 0 and procfs.alive(pid):
             if mode != "immediate":
                 r = self._pg_ctl("stop", "-m", "immediate", "-w", "-t", "60")
-            if _alive(pid):
+            if procfs.alive(pid):
                 ui.notice(f"pg_ctl stop failed ({r.stderr.strip()}); killing pid {pid}")
                 self.kill9()
 
@@ -763,18 +624,18 @@ class Cluster:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGSTOP)  # freeze: no new children while we look
             deadline = time.monotonic() + 2
-            while time.monotonic() < deadline and _proc_state(pid) not in (None, "T", "Z"):
+            while time.monotonic() < deadline and procfs.state(pid) not in (None, "T", "Z"):
                 time.sleep(0.005)
         deadline = time.monotonic() + timeout
         while True:
             targets = set(datadir_processes(self.datadir))
-            if pid is not None and _alive(pid):
-                targets |= {pid, *(k for k in _children(pid) if _alive(k))}
+            if pid is not None and procfs.alive(pid):
+                targets |= {pid, *(k for k in procfs.children(pid) if procfs.alive(k))}
             for p in targets:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(p, signal.SIGKILL)
             killed |= targets
-            pm_gone = pid is None or _reaped_or_ours(pid)
+            pm_gone = pid is None or procfs.reaped_or_child_zombie(pid, os.getpid())
             if not targets and pm_gone:
                 break
             if time.monotonic() > deadline:

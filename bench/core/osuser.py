@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import paths
+from bench.core import paths
 
 SERVER_USER = "pgnvm"
 

@@ -2,7 +2,7 @@
 
 ``./pgnvm build [--flavour release|check|all] [--force]``
 
-Steps (all PostgreSQL work runs as the server user, see :mod:`bench.osuser`):
+Steps (all PostgreSQL work runs as the server user, see :mod:`bench.core.osuser`):
 
 1. ``apt-get source --download-only postgresql-18`` into ``$PGNVM_HOME/src`` (skipped when an
    upstream tarball is already there; any 18.x is accepted, the newest one present wins).
@@ -32,7 +32,6 @@ first overlaid, and restored from there; files the overlay added are deleted.
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import hashlib
 import json
@@ -46,7 +45,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import osuser, paths, ui
+from bench.core import osuser, paths, ui
 
 #: Bump when the build recipe changes in a way that needs a from-scratch rebuild.
 RECIPE_VERSION = 1
@@ -598,46 +597,3 @@ def ensure_built(
 
 def bindir(flavour: str = "release") -> Path:
     return paths.install_dir(flavour) / "bin"
-
-
-# --------------------------------------------------------------------------- CLI
-
-
-def flavours_for(choice: str) -> list[str]:
-    return list(paths.FLAVOURS) if choice == "all" else [choice]
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "build",
-        help="download, patch, configure, build and install PostgreSQL 18",
-        description="Build PostgreSQL 18 (Debian's upstream tarball) with postgres/patches/*.patch "
-        "and postgres/src/** into $PGNVM_HOME/install/<flavour>. Incremental: a second "
-        "run is a no-op; editing postgres/src only re-runs make.",
-    )
-    p.add_argument(
-        "--flavour",
-        choices=[*paths.FLAVOURS, "all"],
-        default="release",
-        help="release: -O2; check: --enable-cassert --enable-debug -O1 -g; "
-        "all: both (default: release)",
-    )
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="wipe the tree and the install prefix and rebuild from scratch",
-    )
-    p.add_argument(
-        "--refresh-source",
-        action="store_true",
-        help="run apt-get source again even if a tarball is cached",
-    )
-    p.set_defaults(func=_cmd_build)
-
-
-def _cmd_build(args: argparse.Namespace) -> int:
-    t0 = time.monotonic()
-    for fl in flavours_for(args.flavour):
-        ensure_built(fl, force=args.force, refresh_source=args.refresh_source)
-    ui.info(f"build finished in {ui.fmt_seconds(time.monotonic() - t0)}")
-    return 0

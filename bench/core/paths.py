@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 
 #: Root of the git repository (the directory holding ./pgnvm and bench/).
-REPO_ROOT: Path = Path(__file__).resolve().parent.parent
+REPO_ROOT: Path = Path(__file__).resolve().parents[2]
 #: Patches applied in sorted order on top of the upstream tarball.
 PATCHES_DIR: Path = REPO_ROOT / "postgres" / "patches"
 #: Files copied over the tree's src/ (postgres/src/X -> <tree>/src/X).

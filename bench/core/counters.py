@@ -1,0 +1,82 @@
+"""pgnvm's counters as the server reports them (contrib/pgnvm).
+
+:data:`COUNTERS` is the one Python list of the counter names. Their one definition in C is
+the X-macro list ``NVM_STATS_COUNTERS(X)`` of ``postgres/src/include/storage/nvm_stats.h``
+(``tests/test_counters.py`` holds the two against each other); the server reports them,
+summed over every process since it started, through ``pgnvm_counters()`` (one row per
+counter, what this module reads) and the wide view ``pgnvm_stats``, which also derives
+:data:`DERIVED` from them.
+
+Also here: the calling backend's prefetch helper pool, ``pgnvm_prefetch()``
+(:func:`read_prefetch_pool`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+#: The counters of pgnvm, in the order the server lists them (NVM_STATS_COUNTERS).
+COUNTERS: tuple[str, ...] = (
+    "mapped_reads",
+    "mapped_writes",
+    "redirects",
+    "cow_copies",
+    "hints_skipped",
+    "prefetch_jobs",
+    "prefetch_bytes",
+    "prefetch_dropped",
+    "mappings_created",
+    "mappings_evicted",
+    "mapping_fallbacks",
+)
+#: Values the pgnvm_stats view derives from the counters (bytes_not_copied = redirects x
+#: the server's block size), read from the server too.
+DERIVED: tuple[str, ...] = ("bytes_not_copied",)
+
+
+def _qualified(name: str, schema: str | None) -> str:
+    return f"{schema}.{name}" if schema else name
+
+
+def read_counters(conn: psycopg.Connection[Any], schema: str | None = None) -> dict[str, int]:
+    """Every counter the server has, and :data:`DERIVED` (extension pgnvm in ``schema``,
+    default: on the search path), from ``pgnvm_counters()``. Raises psycopg.Error where the
+    extension is missing, psycopg.DataError where a counter of :data:`COUNTERS` is."""
+    rows = conn.execute(
+        f"SELECT counter, value FROM {_qualified('pgnvm_counters', schema)}() "
+        f"UNION ALL SELECT 'bytes_not_copied', bytes_not_copied "
+        f"FROM {_qualified('pgnvm_stats', schema)}"
+    ).fetchall()
+    got = {str(k): int(v or 0) for k, v in rows}
+    missing = [k for k in (*COUNTERS, *DERIVED) if k not in got]
+    if missing:
+        raise psycopg.DataError(f"the server's pgnvm has no counter {', '.join(missing)}")
+    return got
+
+
+def delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """How much each counter grew (they only grow while the server runs)."""
+    return {k: after[k] - before.get(k, 0) for k in after}
+
+
+def fmt(d: dict[str, int], keys: tuple[str, ...] | None = None) -> str:
+    """``redirects+15 cow_copies+0 ...`` (``keys``: those only, default all of ``d``)."""
+    return " ".join(f"{k}+{d[k]}" for k in (keys if keys is not None else tuple(d)))
+
+
+def read_prefetch_pool(conn: psycopg.Connection[Any], schema: str | None = None) -> dict[str, Any]:
+    """``pgnvm_prefetch()`` of the calling backend as a dict: the settings (mode, mapping,
+    distance), the pool's helpers, effective scheme, fallback, helper tids and CPUs, jobs
+    enqueued / dropped / done / skipped, fault errors, helper CPU as the library counts it
+    (the pool's fields are NULL while the backend has none: ``helpers`` 0). Raises
+    psycopg.Error where the function is missing."""
+    cur = conn.execute(f"SELECT * FROM {_qualified('pgnvm_prefetch', schema)}()")
+    cols = [d.name for d in cur.description or []]
+    row = cur.fetchone()
+    if row is None:
+        return {}
+    return {
+        k: (list(v) if isinstance(v, list | tuple) else v) for k, v in zip(cols, row, strict=True)
+    }

@@ -1,0 +1,315 @@
+"""The one reader of ``/proc``: processes, their threads and the machine's counters.
+
+Every function takes the ``/proc`` root as an argument (default :data:`PROC`), so unit tests
+point it at a fake tree. A file that cannot be read means the process (or thread) is gone:
+the functions return ``None`` / empty values then, never raise.
+
+* ``/proc/<pid>/stat`` (:func:`stat`, :func:`parse_stat`): ``pid (comm) state ppid ...``;
+  comm may hold spaces and parentheses, so it ends at the *last* ``)``. A process that
+  exited but was not reaped yet is a zombie (state ``Z``); once reaped, ``/proc/<pid>`` is
+  gone.
+* ``/proc/<pid>/task`` (:func:`tasks`): the threads; the main thread's tid is the pid.
+* :class:`ProcSample` (:func:`read_sample`, :func:`sample`, :func:`thread_samples`): user /
+  system CPU, faults, reaped children's CPU (``stat``), on-CPU time (``schedstat``, ns) and
+  context switches (``status``) of a process or of one thread (``task/<tid>``).
+* ``cmdline`` (:func:`argv`; :func:`cmdline` is the PostgreSQL process title), ``comm``,
+  ``cwd``, :func:`children` of a process; :func:`alive`, :func:`is_zombie`.
+* The machine: :func:`meminfo`, :func:`mem_total_bytes`, :func:`loadavg`,
+  :func:`cpu_model`, :func:`sysctl`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PROC = Path("/proc")
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+# --------------------------------------------------------------------------- stat
+
+
+@dataclass(frozen=True)
+class Stat:
+    """A parsed ``/proc/<pid>/stat`` line: comm, state, ppid, and every field from 3
+    (state) on in ``fields`` (field N of proc(5) is ``fields[N - 3]``)."""
+
+    comm: str
+    state: str
+    ppid: int
+    fields: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    def number(self, n: int) -> int:
+        """Field ``n`` of proc(5) (1-based: 10 minflt, 14 utime, 22 starttime, ...)."""
+        return int(self.fields[n - 3])
+
+
+def parse_stat(text: str) -> Stat:
+    """``/proc/<pid>/stat``: raises ValueError on anything else."""
+    head, sep, rest = text.rpartition(")")
+    if not sep or "(" not in head:
+        raise ValueError(f"not a /proc stat line: {text[:80]!r}")
+    fields = rest.split()
+    if len(fields) < 2:
+        raise ValueError(f"not a /proc stat line: {text[:80]!r}")
+    return Stat(
+        comm=head.split("(", 1)[1], state=fields[0], ppid=int(fields[1]), fields=tuple(fields)
+    )
+
+
+def stat(pid: int, root: Path = PROC) -> Stat | None:
+    """The stat of process ``pid``, None once it is gone."""
+    try:
+        return parse_stat((root / str(pid) / "stat").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def state(pid: int, root: Path = PROC) -> str | None:
+    """The process state letter (``R``, ``S``, ``Z``...), None once it is gone."""
+    st = stat(pid, root)
+    return st.state if st is not None else None
+
+
+def is_zombie(pid: int, root: Path = PROC) -> bool:
+    return state(pid, root) == "Z"
+
+
+def exists(pid: int, root: Path = PROC) -> bool:
+    """``/proc/<pid>`` is there (running, or a zombie not reaped yet). Also true for the tid
+    of a live thread of another process."""
+    return (root / str(pid)).exists()
+
+
+def wait_gone(pid: int, timeout: float = 10.0, root: Path = PROC) -> bool:
+    """Wait until process ``pid`` has exited and been reaped (``/proc/<pid>`` is gone);
+    False if it is still there after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not exists(pid, root):
+            return True
+        time.sleep(0.005)
+    return False
+
+
+def alive(pid: int, root: Path = PROC) -> bool:
+    """Whether ``pid`` exists and is not a zombie (a killed process not yet reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return state(pid, root) not in ("Z", "X")
+
+
+def reaped_or_child_zombie(pid: int, parent: int, root: Path = PROC) -> bool:
+    """Whether ``pid`` has left the process table, or is a zombie that only ``parent`` (its
+    parent, e.g. this very process) can reap."""
+    st = stat(pid, root)
+    if st is None:
+        return True
+    return st.state in ("Z", "X") and st.ppid == parent
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def pids(root: Path = PROC) -> list[int]:
+    """Every process id, ascending."""
+    try:
+        return sorted(int(e.name) for e in root.iterdir() if e.name.isdigit())
+    except OSError:
+        return []
+
+
+def children(ppid: int, root: Path = PROC) -> list[int]:
+    """The processes whose parent is ``ppid`` (e.g. the postmaster's server processes)."""
+    out = []
+    for pid in pids(root):
+        st = stat(pid, root)
+        if st is not None and st.ppid == ppid:
+            out.append(pid)
+    return out
+
+
+def tasks(pid: int, root: Path = PROC) -> set[int] | None:
+    """The thread ids of process ``pid`` (None once the process is gone)."""
+    try:
+        return {int(e.name) for e in (root / str(pid) / "task").iterdir() if e.name.isdigit()}
+    except OSError:
+        return None
+
+
+def argv(pid: int, root: Path = PROC) -> list[str]:
+    """The arguments of ``pid`` (``[]`` if gone). PostgreSQL rewrites a server process's
+    argv into its title: ``['postgres: io worker 0']``."""
+    try:
+        raw = (root / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return []
+    return [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
+
+
+def cmdline(pid: int, root: Path = PROC) -> str:
+    """The command line as one string (a server process's title), "" if gone."""
+    try:
+        raw = (root / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return ""
+    return raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()
+
+
+def comm(pid: int, root: Path = PROC) -> str:
+    try:
+        return (root / str(pid) / "comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def cwd(pid: int, root: Path = PROC) -> str | None:
+    """The working directory of ``pid``; None if gone, a zombie, or not ours to look at."""
+    try:
+        return os.readlink(root / str(pid) / "cwd")
+    except OSError:
+        return None
+
+
+# --------------------------------------------------------------------------- CPU samples
+
+
+@dataclass
+class ProcSample:
+    """What /proc says about the CPU use of a process or of one of its threads."""
+
+    utime: float  # seconds
+    stime: float
+    minflt: int
+    majflt: int
+    cutime: float  # reaped children
+    cstime: float
+    starttime: int  # clock ticks since boot (identifies the process with the pid)
+    runtime_ns: int  # on-CPU time (schedstat), 0 if unavailable
+    vcsw: int  # voluntary context switches
+    nvcsw: int
+
+    def minus(self, before: ProcSample) -> dict[str, float]:
+        return {
+            "utime_s": self.utime - before.utime,
+            "stime_s": self.stime - before.stime,
+            "minflt": self.minflt - before.minflt,
+            "majflt": self.majflt - before.majflt,
+            "runtime_s": (self.runtime_ns - before.runtime_ns) / 1e9,
+            "vcsw": self.vcsw - before.vcsw,
+            "nvcsw": self.nvcsw - before.nvcsw,
+        }
+
+
+ZERO = ProcSample(0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+
+
+def read_sample(d: Path) -> ProcSample | None:
+    """The sample of the process or thread whose /proc directory is ``d``
+    (``/proc/<pid>`` sums all threads, ``/proc/<pid>/task/<tid>`` is one); None if gone."""
+    try:
+        st = parse_stat((d / "stat").read_text())
+        minflt, majflt = st.number(10), st.number(12)
+        utime, stime, cutime, cstime = (st.number(n) for n in (14, 15, 16, 17))
+        starttime = st.number(22)
+    except (OSError, ValueError, IndexError):
+        return None
+    runtime = 0
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        runtime = int((d / "schedstat").read_text().split()[0])
+    vcsw = nvcsw = 0
+    with contextlib.suppress(OSError, ValueError):
+        for line in (d / "status").read_text().splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                vcsw = int(line.split()[1])
+            elif line.startswith("nonvoluntary_ctxt_switches:"):
+                nvcsw = int(line.split()[1])
+    return ProcSample(
+        utime=utime / CLK_TCK,
+        stime=stime / CLK_TCK,
+        minflt=minflt,
+        majflt=majflt,
+        cutime=cutime / CLK_TCK,
+        cstime=cstime / CLK_TCK,
+        starttime=starttime,
+        runtime_ns=runtime,
+        vcsw=vcsw,
+        nvcsw=nvcsw,
+    )
+
+
+def sample(pid: int, root: Path = PROC) -> ProcSample | None:
+    """The sample of process ``pid`` as a whole (all its threads); None if gone."""
+    return read_sample(root / str(pid))
+
+
+def thread_samples(pid: int, root: Path = PROC) -> dict[int, ProcSample]:
+    """tid -> sample of every thread of process ``pid`` (empty if it is gone)."""
+    out: dict[int, ProcSample] = {}
+    for tid in sorted(tasks(pid, root) or ()):
+        s = read_sample(root / str(pid) / "task" / str(tid))
+        if s is not None:  # a thread may exit between listing and reading it
+            out[tid] = s
+    return out
+
+
+# --------------------------------------------------------------------------- the machine
+
+
+def meminfo(root: Path = PROC) -> dict[str, str]:
+    """``/proc/meminfo`` as name -> value text (``{"MemTotal": "24576000 kB", ...}``)."""
+    out: dict[str, str] = {}
+    try:
+        text = (root / "meminfo").read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        name, sep, value = line.partition(":")
+        if sep:
+            out[name.strip()] = value.strip()
+    return out
+
+
+def mem_total_bytes(root: Path = PROC, default: int = 4 << 30) -> int:
+    """MemTotal in bytes (``default`` when /proc does not say)."""
+    try:
+        return int(meminfo(root)["MemTotal"].split()[0]) * 1024
+    except (KeyError, ValueError, IndexError):
+        return default
+
+
+def loadavg(root: Path = PROC) -> float | None:
+    """The 1-minute load average (other work on the machine disturbs the timings)."""
+    try:
+        return float((root / "loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cpu_model(root: Path = PROC) -> str:
+    """The first ``model name`` of ``/proc/cpuinfo`` ("" if none)."""
+    try:
+        text = (root / "cpuinfo").read_text()
+    except OSError:
+        return ""
+    for line in text.splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return ""
+
+
+def sysctl(name: str, root: Path = PROC) -> str | None:
+    """A kernel setting, e.g. ``sysctl("kernel.perf_event_paranoid")`` ->
+    ``/proc/sys/kernel/perf_event_paranoid`` stripped; None if unreadable."""
+    try:
+        return (root / "sys" / name.replace(".", "/")).read_text().strip()
+    except OSError:
+        return None

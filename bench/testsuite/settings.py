@@ -1,0 +1,59 @@
+"""Which configurations of the catalogue (:mod:`bench.core.configs`) ``./pgnvm test`` runs,
+and the settings every test cluster gets.
+
+Each configuration gets a cluster of its own (``pgnvm-test-<name>``) and names its results
+(``regress[nvm_se2_m1]``); every check decides by the configuration's *engine* (which
+assertions apply, the expected counters, whether the reference values are recorded or
+compared with), so ``nvm_se2_m1`` is checked exactly as ``nvm_se2``. The reference is stock
+base as it ships (:data:`bench.core.configs.REFERENCE`, ``nvm_base_worker``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.core import configs
+
+#: The build the checks run on (cassert, debug).
+FLAVOUR = "check"
+#: Settings every test cluster gets: small shared_buffers, so that the data of the checks
+#: is several times larger and blocks really move between storage and buffers.
+BASE_SETTINGS: dict[str, str] = {
+    "shared_buffers": "16MB",
+    "max_connections": "60",
+    "log_line_prefix": "%m [%p] %q%a ",
+}
+
+#: always run by default (se1 fails loudly, in setup, until the server has it)
+DEFAULT_CONFIGS: tuple[str, ...] = ("nvm_base_worker", "nvm_se1")
+#: run by default when the built server accepts se2: se2 and its prefetch variants
+WITH_SE2: tuple[str, ...] = ("nvm_se2", "nvm_se2_inline", "nvm_se2_m1")
+
+
+#: Configurations of the catalogue the checks cannot run: name -> why.
+EXCLUDED: dict[str, str] = {
+    c.name: "shared_buffers sized to a database and prewarmed: a benchmark configuration "
+    "(the checks need small shared_buffers)"
+    for c in configs.CONFIGS
+    if c.shared_buffers == configs.SB_WHOLE_DB or c.prewarm
+}
+
+
+def names() -> list[str]:
+    """The configurations of the catalogue the test harness can run."""
+    return configs.names_except(EXCLUDED)
+
+
+def resolve(wanted: list[str]) -> list[configs.Config]:
+    """The configurations named, in that order; ValueError for an unknown name or one the
+    checks cannot run."""
+    return configs.resolve(wanted, excluded=EXCLUDED)
+
+
+def default_configs(bindir: Path, common: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """:data:`DEFAULT_CONFIGS`, plus :data:`WITH_SE2` if the server accepts se2 (probed with
+    ``nvm_se2``'s engine and settings; its prefetch variants fail loudly, in setup, if the
+    server refuses their settings). Also returns what the probe said."""
+    v = configs.verdict(configs.BY_NAME["nvm_se2"], bindir, common)
+    names = list(DEFAULT_CONFIGS) + (list(WITH_SE2) if v.runs else [])
+    return names, {"nvm_se2": v.describe()}

@@ -1,0 +1,565 @@
+"""The report's content: sections, tables and text as blocks (:mod:`render` turns them
+into Markdown and HTML)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+from bench.tpch import measure
+from bench.tpch import settings as cfgs
+from bench.tpch.queries import qname
+from bench.tpch.report import statistics as stats
+from bench.tpch.report.render import Block, fmt, num, pct, ratio
+from bench.tpch.report.statistics import Analysis, counter
+
+
+class Document:
+    """The blocks of the report of ``a``, with the ``charts`` drawn (file, title)."""
+
+    def __init__(self, a: Analysis, charts: list[tuple[str, str]]) -> None:
+        self.a = a
+        self.charts = charts
+
+    def correctness_blocks(self) -> list[Block]:
+        if not self.a.mismatches:
+            n = len({(r["config"], r["query"]) for r in self.a.records if r["status"] == "ok"})
+            return [
+                (
+                    "p",
+                    f"**Correctness: OK.** Every answer ({n} configuration × query pairs) "
+                    "equals the first answer of the same query (numbers within a relative "
+                    "1e-9; rows with equal ORDER BY keys in any order).",
+                )
+            ]
+        rows = [
+            [qname(m["query"]).upper(), m["config"], str(m["rep"]), m["reference"], m["diff"]]
+            for m in self.a.mismatches
+        ]
+        return [
+            (
+                "p",
+                f"**CORRECTNESS FAILED: {len(self.a.mismatches)} wrong answer(s).** "
+                "The answers are in answers/ (the wrong ones as *.WRONG.json).",
+            ),
+            ("table", ["query", "config", "run", "differs from", "difference"], rows),
+        ]
+
+    def summary_blocks(self) -> list[Block]:
+        hdr = [
+            "configuration",
+            "engine",
+            "storage",
+            f"total [s] ({len(self.a.common)} q)",
+            "geomean [s]",
+            *[f"GM ×{r}" for r in self.a.refs],
+            *[f"total ×{r}" for r in self.a.refs],
+            "queries ok",
+            "failed",
+        ]
+        if self.a.helper_configs:
+            hdr.insert(5, "helper CPU [s]")
+        by = {c["name"]: c for c in self.a.plan["configs"]}
+        rows = []
+        for c in self.a.configs:
+            s = self.a.summary[c]
+            rows.append(
+                [
+                    c,
+                    by[c]["engine"],
+                    by[c]["storage"],
+                    fmt(s.total, 2),
+                    fmt(s.geomean, 3),
+                    *[ratio(s.ratios.get(r)) for r in self.a.refs],
+                    *[ratio(s.total_ratios.get(r)) for r in self.a.refs],
+                    str(s.n_ok),
+                    str(s.n_failed),
+                ]
+            )
+            if self.a.helper_configs:
+                rows[-1].insert(5, fmt(self.a.helper_total(c), 3))
+        out: list[Block] = [("table", hdr, rows)]
+        for head, what, notes in (
+            ("Not run", "not available", self.a.unavailable),
+            ("Run, availability unknown", "unknown", self.a.unknown),
+        ):
+            if notes:
+                text = "; ".join(f"{n} — {what}: {w}" for n, w in notes.items())
+                out.append(("p", f"{head}: {text}."))
+        return out
+
+    def per_query_blocks(self) -> list[Block]:
+        hdr = ["query", *self.a.configs]
+        rows = []
+        for q in self.a.queries:
+            row = [qname(q).upper()]
+            for c in self.a.configs:
+                cell = self.a.table.get((c, q))
+                if cell is None:
+                    row.append("–")
+                elif cell.ok:
+                    txt = f"{cell.median:.3f} [{cell.min:.3f}–{cell.max:.3f}]"
+                    if cell.status_summary() != "ok":
+                        txt += f" ({cell.status_summary()})"
+                    row.append(txt)
+                else:
+                    row.append(cell.status_summary().upper())
+            rows.append(row)
+        return [("table", hdr, rows)]
+
+    def normalized_blocks(self) -> list[Block]:
+        if not self.a.baseline:
+            return []
+        hdr = ["query", *self.a.configs]
+        rows = [
+            [
+                qname(q).upper(),
+                *[
+                    fmt(stats.normalized(self.a.table, c, self.a.baseline, q), 3)
+                    for c in self.a.configs
+                ],
+            ]
+            for q in self.a.queries
+        ]
+        return [("table", hdr, rows)]
+
+    def simple_table(self, fn: Callable[[str, int], str]) -> Block:
+        return (
+            "table",
+            ["query", *self.a.configs],
+            [[qname(q).upper(), *[fn(c, q) for c in self.a.configs]] for q in self.a.queries],
+        )
+
+    def io_blocks(self) -> list[Block]:
+        def io(bt: str, col: str) -> Callable[[dict[str, Any]], float | None]:
+            return lambda r: (
+                measure.stat_io_sum(r["pg_stat_io"], bt, col)
+                if r.get("pg_stat_io") is not None
+                else None
+            )
+
+        hdr = [
+            "configuration",
+            "client reads",
+            "client read bytes",
+            "client hits",
+            "io worker reads",
+            "client evictions",
+        ]
+        rows = [
+            [
+                c,
+                num(self.a.sum_common(c, io("client backend", "reads"))),
+                num(self.a.sum_common(c, io("client backend", "read_bytes"))),
+                num(self.a.sum_common(c, io("client backend", "hits"))),
+                num(self.a.sum_common(c, io("io worker", "reads"))),
+                num(self.a.sum_common(c, io("client backend", "evictions"))),
+            ]
+            for c in self.a.configs
+        ]
+        return [("table", hdr, rows)]
+
+    def cpu_blocks(self) -> list[Block]:
+        hdr = [
+            "configuration",
+            "backend user [s]",
+            "backend system [s]",
+            "helper threads user [s]",
+            "helper threads system [s]",
+            "io workers [s]",
+            "other server processes [s]",
+        ]
+        rows = []
+        for c in self.a.configs:
+            p = self.a.cpu_parts(c)
+            vals = [fmt(v, 2) for v in p.values()]
+            if c not in self.a.helper_configs:
+                vals[2] = vals[3] = "–"
+            rows.append([c, *vals])
+        return [
+            ("table", hdr, rows),
+            (
+                "p",
+                "Sums over the common queries of per-query medians. Backend: the main thread "
+                "of the measured backend process (the computation thread), from "
+                "/proc/<pid>/task/<pid>/stat; helper threads: its other threads (prefetch "
+                "helpers, nvm_prefetch = helper), /proc/<pid>/task/<tid>/stat. Parallel "
+                "workers are other processes, counted under other server processes "
+                "(running: by backend type; exited: the postmaster's reaped-children "
+                "times); a worker's CPU includes its own helper threads.",
+            ),
+        ]
+
+    def helper_blocks(self) -> list[Block]:
+        if not self.a.helper_configs:
+            return [
+                (
+                    "p",
+                    "No configuration of this run has prefetch helper threads "
+                    "(nvm_prefetch = helper).",
+                )
+            ]
+        hc = self.a.helper_configs
+
+        def cell(c: str, q: int) -> str:
+            h = self.a.median_of(c, q, self.a.helper_cpu)
+            b = self.a.median_of(c, q, self.a.backend_cpu)
+            n = self.a.median_of(c, q, lambda r: (r.get("helpers") or {}).get("threads"))
+            if h is None:
+                return "–"
+            return f"{h:.3f} / {fmt(b, 3)} ({num(n)} thr)"
+
+        rows = [[qname(q).upper(), *[cell(c, q) for c in hc]] for q in self.a.queries]
+        rows.append(
+            [
+                f"total ({len(self.a.common)} q)",
+                *[
+                    f"{fmt(self.a.helper_total(c), 3)} / "
+                    f"{fmt(self.a.sum_common(c, self.a.backend_cpu), 3)}"
+                    for c in hc
+                ],
+            ]
+        )
+        out: list[Block] = [
+            (
+                "p",
+                "CPU seconds of the backend's prefetch helper threads / of its main "
+                "(computation) thread, median per query, and the number of helper threads; "
+                "total: sums of the medians over the common queries. On-CPU time from "
+                "/proc/<pid>/task/<tid>/schedstat (nanoseconds; helpers often run for a few "
+                "ms per query, below the 10 ms ticks of the user/system split in the CPU "
+                "table). Helper CPU is not in the backend columns elsewhere in this report.",
+            ),
+            ("table", ["query", *hc], rows),
+        ]
+        # the pool as the server reports it (pgnvm_prefetch(), after each query)
+        have = [c for c in hc if any(r.get("prefetch") for r in self.a.records if r["config"] == c)]
+        if not have:
+            return out
+        prow = []
+        for c in have:
+            recs = [r for r in self.a.records if r["config"] == c and r.get("prefetch")]
+            schemes = sorted({str(r["prefetch"].get("scheme")) for r in recs})
+            mappings = sorted({str(r["prefetch"].get("mapping")) for r in recs})
+            cpus = sorted(
+                {",".join(str(x) for x in (r["prefetch"].get("helper_cpus") or [])) for r in recs}
+            )
+            fbs = sorted(
+                {str(r["prefetch"]["fallback"]) for r in recs if r["prefetch"].get("fallback")}
+            )
+            prow.append(
+                [
+                    c,
+                    "/".join(mappings),
+                    "/".join(schemes),
+                    " | ".join(x or "–" for x in cpus),
+                    *[
+                        num(self.a.sum_common(c, self.a.prefetch_value(k)))
+                        for k in ("jobs_enqueued", "jobs_dropped", "jobs_skipped", "fault_errors")
+                    ],
+                    fmt(
+                        (self.a.sum_common(c, self.a.prefetch_value("helper_cpu_ms")) or 0.0) / 1e3,
+                        3,
+                    ),
+                    "; ".join(fbs) or "–",
+                ]
+            )
+        out += [
+            (
+                "p",
+                "The pools as pgnvm_prefetch() reported them after each query (sums of "
+                "per-query medians over the common queries; a scheme other than the "
+                "mapping asked for is the library's fallback).",
+            ),
+            (
+                "table",
+                [
+                    "configuration",
+                    "mapping",
+                    "effective",
+                    "helper CPUs",
+                    "jobs enqueued",
+                    "dropped",
+                    "skipped",
+                    "fault errors",
+                    "helper CPU (library) [s]",
+                    "fallback",
+                ],
+                prow,
+            ),
+        ]
+        return out
+
+    def hw_blocks(self) -> list[Block]:
+        if not self.a.hw_available():
+            return [
+                (
+                    "p",
+                    f"Hardware counters: **not available** — "
+                    f"{self.a.env.get('hardware_counters', 'unknown')}. Software counters "
+                    "(task-clock, page faults, context switches) are in runs.jsonl.",
+                )
+            ]
+        names = [
+            n
+            for n in measure.counter_names()
+            if not n.startswith(("task", "page", "context", "cpu_m"))
+        ]
+        hdr = ["configuration", *names]
+        rows = [
+            [c, *[num(self.a.sum_common(c, counter(n))) for n in names]] for c in self.a.configs
+        ]
+        return [
+            (
+                "p",
+                "Hardware counters of the backend (sum over the common queries of the "
+                "per-query medians; user and kernel counted apart; scaled when multiplexed).",
+            ),
+            ("table", hdr, rows),
+        ]
+
+    def plan_blocks(self) -> list[Block]:
+        diffs = []
+        for q in self.a.queries:
+            texts = {c: self.a.plans[(q, c)] for c in self.a.configs if (q, c) in self.a.plans}
+            if len(set(texts.values())) > 1:
+                groups: dict[str, list[str]] = {}
+                for c, t in texts.items():
+                    groups.setdefault(t, []).append(c)
+                diffs.append([qname(q).upper(), " | ".join(", ".join(g) for g in groups.values())])
+        if not self.a.plans:
+            return []
+        if not diffs:
+            return [
+                (
+                    "p",
+                    "Plans (EXPLAIN, costs off; in plans/): identical in every "
+                    "configuration for every query.",
+                )
+            ]
+        return [
+            (
+                "p",
+                "Plans (EXPLAIN, costs off; in plans/) differ between configurations "
+                "for these queries (groups of configurations with the same plan):",
+            ),
+            ("table", ["query", "plan groups"], diffs),
+        ]
+
+    def config_blocks(self) -> list[Block]:
+        rows = []
+        for c in self.a.plan["configs"]:
+            own = dict(c["server_settings"].items())
+            extra = ", ".join(f"{k}={v}" for k, v in sorted(c["settings"].items()))
+            sb = own.get("shared_buffers", "")
+            rows.append(
+                [
+                    c["name"],
+                    c["engine"],
+                    c["storage"],
+                    sb,
+                    extra or "–",
+                    "yes" if c["prewarm"] else "–",
+                    "yes" if c["drop_caches"] else "–",
+                    c["doc"],
+                ]
+            )
+            if c["name"] in self.a.unknown:
+                rows[-1][-1] += f" (availability unknown: {self.a.unknown[c['name']]})"
+        for name, why in self.a.plan.get("unavailable", {}).items():
+            rows.append([name, "", "", "", "", "", "", f"NOT AVAILABLE: {why}"])
+        common = cfgs.common_settings(
+            cfgs.Common(
+                self.a.plan["shared_buffers"],
+                self.a.plan["work_mem"],
+                self.a.plan["parallel_workers"],
+            )
+        )
+        return [
+            (
+                "table",
+                [
+                    "configuration",
+                    "engine",
+                    "storage",
+                    "shared_buffers",
+                    "own settings",
+                    "prewarm",
+                    "drop OS cache",
+                    "what",
+                ],
+                rows,
+            ),
+            (
+                "p",
+                "Settings common to all configurations: "
+                + ", ".join(f"`{k}={v}`" for k, v in common.items())
+                + f"; `statement_timeout={self.a.plan['timeout_s']:g}s`; "
+                + self.checksums_text()
+                + "; everything else PostgreSQL 18's default. "
+                "The server's non-default settings as it reported them are in env.json "
+                "(server_settings).",
+            ),
+        ]
+
+    def env_blocks(self) -> list[Block]:
+        e = self.a.env
+        keys = [
+            "server_version",
+            "cpu_model",
+            "cpus",
+            "memory",
+            "kernel",
+            "thp_enabled",
+            "git_commit",
+            "git_dirty",
+            "tpchgen",
+            "data_digest",
+            "db_bytes",
+            "data_checksums",
+            "datadirs",
+            "filesystems",
+            "load",
+            "hardware_counters",
+            "cpu_topology",
+            "pgnvm_extension",
+            "python",
+        ]
+        rows = [
+            [k, json.dumps(e[k]) if isinstance(e.get(k), dict | list) else str(e.get(k))]
+            for k in keys
+            if k in e
+        ]
+        return [("table", ["", ""], rows)]
+
+    def load_blocks(self) -> list[Block]:
+        loads = [r["loadavg_1m"] for r in self.a.records if r.get("loadavg_1m") is not None]
+        if not loads:
+            return []
+        med, mx = statistics.median(loads), max(loads)
+        text = (
+            f"Machine load (1-minute load average before each run): median {med:.2f}, "
+            f"max {mx:.2f}, on {self.a.env.get('cpus', '?')} CPUs."
+        )
+        if med > 1.0:
+            text = (
+                "**Warning: the machine was busy with other work during the runs**; "
+                "timings are disturbed. " + text
+            )
+        return [("p", text)]
+
+    def checksums_text(self) -> str:
+        """The data checksums setting as the protocol states it."""
+        if self.a.checksums == "off":
+            return "data checksums **off** (initdb --no-data-checksums; clusters `*-nocsum`)"
+        return "data checksums on (initdb --data-checksums)"
+
+    def title(self) -> str:
+        return f"TPC-H SF {self.a.plan['sf']:g} on pgnvm, data checksums {self.a.checksums}"
+
+    def protocol_text(self) -> str:
+        p = self.a.plan
+        return (
+            f"Scale factor {p['sf']:g}, queries {', '.join(str(q) for q in p['queries'])}, "
+            f"{p['repeat']} repetition(s); {self.checksums_text()}. Order: {p['order']}. "
+            "Each run: the server of the "
+            "configuration's storage target is restarted (cold shared buffers; mem_limit: "
+            "then pg_prewarm of every table and index, in a connection that has exited "
+            "before the run); for data on disk the OS page cache is dropped (`sync; echo 3 > "
+            "/proc/sys/vm/drop_caches`); the query runs in a fresh connection. Wall-clock: "
+            "client side, from sending the query until the whole result has arrived. Backend "
+            "CPU (user/system) and page faults: the backend's main thread, "
+            "/proc/<pid>/task/<pid>/stat before and after (clock-tick resolution, 10 ms); its "
+            "other threads are prefetch helpers (nvm_prefetch = helper; they live until the "
+            "connection closes, and are read before it does), reported apart. Hardware and "
+            "software counters: the main thread only. Other server processes: every child of "
+            "the postmaster, grouped by backend_type, plus the postmaster's reaped-children "
+            "times (parallel workers that exited); a worker's CPU includes its own helper "
+            "threads. pg_stat_io: snapshots before and after in the "
+            "measured session, each after `pg_stat_force_next_flush()` made the session flush "
+            "its pending statistics at the end of the previous statement; client-backend rows "
+            "are exact, other processes' rows are as of their own last flush. Medians over "
+            "the ok runs, with min and max; totals and geometric means over the queries every "
+            "configuration finished."
+        )
+
+    def blocks(self) -> list[Block]:
+        b: list[Block] = [("h1", self.title())]
+        b.append(
+            (
+                "p",
+                f"Started {self.a.plan['started_at']}, finished "
+                f"{self.a.env.get('finished_at', '?')}; {len(self.a.records)} runs; "
+                f"{self.a.env.get('server_version', '')}.",
+            )
+        )
+        if self.a.interrupted:
+            b.append(("p", "**INTERRUPTED**: this report covers the finished runs only."))
+        b += self.load_blocks()
+        b += self.correctness_blocks()
+        b.append(("h2", "Summary"))
+        b += self.summary_blocks()
+        b.append(
+            (
+                "p",
+                f"Totals and geometric means are over the {len(self.a.common)} queries "
+                "every configuration finished; ×X = ratio to configuration X (below 1: "
+                "faster).",
+            )
+        )
+        b += self.image("totals.png")
+        b.append(("h2", "Wall-clock per query: median [min–max] seconds"))
+        b += self.per_query_blocks()
+        if self.a.baseline:
+            b.append(("h2", f"Wall-clock normalised to {self.a.baseline}"))
+            b += self.image("wallclock_normalized.png")
+            b += self.normalized_blocks()
+        b.append(("h2", "Kernel-time share of the backend"))
+        b += self.image("kernel_share.png")
+        b.append(
+            self.simple_table(
+                lambda c, q: (
+                    pct(self.a.table[(c, q)].kernel_share) if (c, q) in self.a.table else "–"
+                )
+            )
+        )
+        b.append(("h2", "Page faults of the backend (median minor / major)"))
+        b += self.image("page_faults.png")
+        b.append(self.simple_table(self._faults_text))
+        b.append(("h2", "CPU of the backend and of the other server processes"))
+        b += self.image("cpu_breakdown.png")
+        b += self.cpu_blocks()
+        b.append(("h2", "Prefetch helper threads"))
+        b += self.helper_blocks()
+        b.append(("h2", "pg_stat_io (sum over the common queries of per-query medians)"))
+        b += self.io_blocks()
+        b.append(("h2", "Hardware counters"))
+        b += self.image("hw_counters.png")
+        b += self.hw_blocks()
+        b.append(("h2", "Plans"))
+        b += self.plan_blocks()
+        b.append(("h2", "Configurations"))
+        b += self.config_blocks()
+        b.append(("h2", "Protocol"))
+        b.append(("p", self.protocol_text()))
+        b.append(("h2", "Environment"))
+        b += self.env_blocks()
+        b.append(
+            (
+                "p",
+                "Raw data: runs.jsonl (every run, every measurement), runs.csv (flat), "
+                "env.json, plan.json, answers/, plans/, mismatches.json.",
+            )
+        )
+        return b
+
+    def image(self, name: str) -> list[Block]:
+        """The chart ``name`` if it was drawn."""
+        return [("img", n, title) for n, title in self.charts if n == name]
+
+    def _faults_text(self, c: str, q: int) -> str:
+        minflt = self.a.median_of(c, q, lambda r: (r.get("backend") or {}).get("minflt"))
+        majflt = self.a.median_of(c, q, lambda r: (r.get("backend") or {}).get("majflt"))
+        return f"{num(minflt)} / {num(majflt)}"

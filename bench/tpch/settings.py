@@ -1,0 +1,61 @@
+"""The benchmark's side of the configurations: which ones run by default, and the settings
+every one of them shares. The configurations themselves (engine, storage, own settings,
+requirements) are the catalogue, :mod:`bench.core.configs`.
+
+The database is loaded once per storage target and scale factor; every configuration of that
+target starts the same data directory with its own settings (the on-disk format does not
+depend on the engine).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench.core import configs
+
+DEFAULT_PREFIX = "tpch"  # clusters tpch-sf<SF>-<storage>[-nocsum]
+DEFAULT_PORT = 5520  # nvm: port, disk: port + 1 (the test harness uses 5471-5473)
+STORAGE_OFFSET = {"nvm": 0, "disk": 1}
+
+BASELINE = configs.REFERENCE  # the papers' normalisation baseline (pmfs_base95)
+CEILING = configs.CEILING
+DISK = configs.DISK
+
+#: ``./pgnvm tpch`` without ``--configs``: every configuration of the catalogue (to keep a
+#: new variant out of the default run, list the others here instead).
+DEFAULT_CONFIGS: tuple[str, ...] = configs.NAMES
+
+
+@dataclass(frozen=True)
+class Common:
+    """Settings every configuration shares (from the command line)."""
+
+    shared_buffers: str = "128MB"
+    work_mem: str = "64MB"
+    parallel_workers: int = 0
+
+
+def common_settings(common: Common) -> dict[str, str]:
+    """Server settings of every configuration (a configuration's own settings win)."""
+    return {
+        "shared_buffers": common.shared_buffers,
+        "work_mem": common.work_mem,
+        "maintenance_work_mem": "512MB",
+        "jit": "off",
+        "max_parallel_workers_per_gather": str(common.parallel_workers),
+        "max_parallel_workers": str(max(8, common.parallel_workers)),
+        "max_worker_processes": str(max(8, common.parallel_workers) + 4),
+        # read-only benchmark on a frozen, analysed database: no background work in between
+        "autovacuum": "off",
+        "max_wal_size": "4GB",
+        "checkpoint_timeout": "1h",
+        "track_io_timing": "off",
+        "log_min_duration_statement": "-1",
+    }
+
+
+def server_settings(
+    cfg: configs.Config, common: Common, whole_db_sb: str | None = None
+) -> dict[str, str]:
+    """Every setting pgnvm writes for ``cfg`` (besides port/socket/engine)."""
+    return configs.server_settings(cfg, common_settings(common), whole_db_sb)

@@ -1,0 +1,70 @@
+"""pgnvm's counters: the one Python list (bench/core/counters.py) against the one C list
+(the X-macro NVM_STATS_COUNTERS of postgres/src/include/storage/nvm_stats.h)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from bench.core import counters, paths
+
+HEADER = paths.REPO_ROOT / "postgres" / "src" / "include" / "storage" / "nvm_stats.h"
+#: a line of the X-macro list: <tab>X(name, "description") \
+X_LINE = re.compile(r'^\tX\((?P<name>[a-z_][a-z0-9_]*), "(?P<doc>[^"]*)"\)\s*\\?$')
+
+
+def header_counters(text: str) -> list[tuple[str, str]]:
+    """(name, description) of every X(...) line of ``#define NVM_STATS_COUNTERS(X)``."""
+    m = re.search(r"^#define NVM_STATS_COUNTERS\(X\)\s*\\\n((?:.*\\\n)*.*)$", text, re.M)
+    if m is None:
+        raise AssertionError("no #define NVM_STATS_COUNTERS(X) in the header")
+    out = []
+    for line in m.group(1).splitlines():
+        if not line.strip() or line.strip() == "\\":
+            continue
+        x = X_LINE.match(line)
+        if x is None:
+            raise AssertionError(f'not an X(name, "description") line: {line!r}')
+        out.append((x["name"], x["doc"]))
+    return out
+
+
+SAMPLE = """\
+/* nvm_stats.h */
+#define NVM_STATS_COUNTERS(X) \\
+\tX(mapped_reads, "blocks copied from a mapping (se1, se2)") \\
+\tX(redirects, "buffer misses served by redirection") \\
+\tX(prefetch_dropped, "jobs dropped: helper queue full")
+
+typedef struct NvmStatsSlot { ... } NvmStatsSlot;
+"""
+
+
+def test_header_parser_on_a_sample() -> None:
+    assert header_counters(SAMPLE) == [
+        ("mapped_reads", "blocks copied from a mapping (se1, se2)"),
+        ("redirects", "buffer misses served by redirection"),
+        ("prefetch_dropped", "jobs dropped: helper queue full"),
+    ]
+    with pytest.raises(AssertionError, match="no #define"):
+        header_counters("/* nothing */")
+
+
+def test_python_counters_match_the_c_definition() -> None:
+    names = [n for n, _ in header_counters(HEADER.read_text())]
+    assert len(names) == len(set(names)), names
+    assert tuple(names) == counters.COUNTERS
+
+
+def test_one_list_of_names() -> None:
+    assert len(counters.COUNTERS) == len(set(counters.COUNTERS))
+    assert {"mapped_reads", "redirects", "cow_copies", "prefetch_jobs"} <= set(counters.COUNTERS)
+    d = counters.delta(dict.fromkeys(counters.COUNTERS, 1), dict.fromkeys(counters.COUNTERS, 3))
+    assert list(d) == list(counters.COUNTERS) and set(d.values()) == {2}
+
+
+def test_the_header_is_where_the_docs_say() -> None:
+    assert str(Path(*HEADER.parts[-4:])) == "src/include/storage/nvm_stats.h"
+    assert "nvm_stats.h" in (counters.__doc__ or "")

@@ -1,0 +1,96 @@
+"""The test harness's configurations: names of the catalogue, checked by their engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.core import configs
+from bench.testsuite import settings
+
+
+def test_names_and_resolve() -> None:
+    assert settings.names() == [n for n in configs.NAMES if n != "mem_limit"]
+    assert [c.name for c in settings.resolve(["nvm_se2_m1", "nvm_base_worker"])] == [
+        "nvm_se2_m1",
+        "nvm_base_worker",
+    ]
+    helper = configs.BY_NAME["nvm_se2_m1"]
+    assert helper.engine == "se2" and helper.prefetch == "helper"
+    assert not helper.is_reference and configs.BY_NAME["nvm_base_worker"].is_reference
+    assert not configs.BY_NAME["nvm_se2"].is_reference
+    assert not configs.BY_NAME["nvm_base_sync"].is_reference  # extra settings
+    with pytest.raises(ValueError, match="se3"):
+        settings.resolve(["se3"])
+    with pytest.raises(ValueError, match="mem_limit: shared_buffers sized to a database"):
+        settings.resolve(["mem_limit"])
+
+
+def test_default_configs_add_se2s_variants(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = []
+
+    def verdict(cfg, bindir, common):
+        seen.append((cfg.name, common))
+        return configs.AVAILABLE
+
+    monkeypatch.setattr(configs, "verdict", verdict)
+    assert settings.default_configs(Path("/x"), settings.BASE_SETTINGS) == (
+        ["nvm_base_worker", "nvm_se1", "nvm_se2", "nvm_se2_inline", "nvm_se2_m1"],
+        {"nvm_se2": "yes"},
+    )
+    assert seen == [("nvm_se2", settings.BASE_SETTINGS)]
+    monkeypatch.setattr(configs, "verdict", lambda c, b, s: configs.Verdict(False, "no se2"))
+    assert settings.default_configs(Path("/x"), {}) == (
+        ["nvm_base_worker", "nvm_se1"],
+        {"nvm_se2": "NO: no se2"},
+    )
+
+
+def _run(tmp_path: Path):
+    from bench.testsuite.context import RunState
+
+    return RunState(
+        stamp="s",
+        results_dir=tmp_path / "r",
+        work_root=tmp_path / "w",
+        keep=False,
+        seed=1,
+        tree=tmp_path,
+    )
+
+
+def test_engine_env_of_a_prefetch_configuration(tmp_path: Path) -> None:
+    from bench.testsuite.context import EngineEnv
+
+    run = _run(tmp_path)
+    env = EngineEnv(run, configs.BY_NAME["nvm_se2_m1"], 5999)
+    assert (env.engine, env.label) == ("se2", "nvm_se2_m1")
+    spec = env.server.cluster.spec
+    assert spec.name == "pgnvm-test-nvm_se2_m1" and spec.engine == "se2"
+    assert spec.storage == "nvm" and spec.flavour == settings.FLAVOUR == "check"
+    assert spec.settings == {
+        **settings.BASE_SETTINGS,
+        "io_method": "worker",
+        "nvm_prefetch": "helper",
+        "nvm_prefetch_mapping": "m1",
+    }
+    assert env.workdir == tmp_path / "w" / "nvm_se2_m1" and not env.records_reference
+    assert env.artifacts == tmp_path / "r" / "nvm_se2_m1"
+    assert EngineEnv(run, configs.BY_NAME["nvm_base_worker"], 5998).records_reference
+    # the reference runs the server today's test `base` ran: io_method worker is the default
+    assert configs.BY_NAME["nvm_base_worker"].settings == {"io_method": "worker"}
+
+
+def test_setup_refuses_a_configuration_that_is_not_available(tmp_path: Path) -> None:
+    from bench.testsuite.context import EngineEnv
+
+    env = EngineEnv(
+        _run(tmp_path),
+        configs.BY_NAME["nvm_se2_m2"],
+        5997,
+        configs.Verdict(False, "nvmprefetch: scheme M2 cannot be honoured: no SMT"),
+    )
+    with pytest.raises(RuntimeError, match="not available: nvmprefetch: scheme M2"):
+        env.setup()
+    assert not (tmp_path / "w").exists()  # nothing was set up
