@@ -7,6 +7,9 @@ before each probe, the block is read by:
 * ``seqscan``: a sequential scan (se2 redirects these reads and verifies the page in the
   mapping, with the read-only checksum of patch 0008);
 * ``index fetch``: an index scan that lands on the block (se2 redirects heap fetches too);
+* ``index range scan``: an index scan over the blocks before it and the block, long enough
+  that se2's heap look-ahead (nvm_index_ahead.c) announced the block to the prefetch
+  helpers before fetching it: the helpers only bring it close, the fetch verifies it;
 * ``seqscan, ignore_checksum_failure``: the failure is ignored, the rows are returned;
 * ``seqscan, zero_damaged_pages``: the page is zeroed in the buffer (never in the file)
   and its rows disappear from the result.
@@ -31,7 +34,7 @@ ROWS = 8_000  # ~1 MB heap
 BLOCK = 7  # the block that gets corrupted
 BLCKSZ = 8192
 INDEX_ONLY = {"enable_seqscan": "off", "enable_bitmapscan": "off", "enable_indexonlyscan": "off"}
-MUST_FAIL = ("seqscan", "index fetch")
+MUST_FAIL = ("seqscan", "index fetch", "index range scan")
 
 
 def flip_byte(path: Path, offset: int) -> None:
@@ -84,6 +87,10 @@ def checksum(env: EngineEnv, limit: float) -> str:
             "seqscan": probe(no_par, "SELECT count(*) FROM cksum_t"),
             "index fetch": probe(
                 INDEX_ONLY, f"SELECT id, length(pad) FROM cksum_t WHERE id = {victim}"
+            ),
+            "index range scan": probe(
+                INDEX_ONLY,
+                f"SELECT count(*), sum(length(pad)) FROM cksum_t WHERE id <= {victim} + 50",
             ),
             "seqscan, ignore_checksum_failure": probe(
                 no_par | {"ignore_checksum_failure": "on"}, "SELECT count(*) FROM cksum_t"

@@ -142,6 +142,50 @@ LIMIT_DESC = _q(
     "SELECT id, v FROM d1 ORDER BY id DESC LIMIT 50",
     "Index Scan Backward using d1_pkey",
 )
+# index scans long enough for se2's heap look-ahead (nvm_index_ahead.c) to announce the
+# blocks of their next TIDs: backward, with a LIMIT, a merge join's inner side restored to
+# its mark (the outer side has duplicate keys), parallel workers
+INDEX_BACKWARD = _q(
+    "index_scan_backward",
+    "SELECT id, k, v FROM d1 WHERE id BETWEEN 300000 AND 330000 ORDER BY id DESC",
+    "Index Scan Backward using d1_pkey",
+    enable_seqscan="off",
+    enable_bitmapscan="off",
+    enable_indexonlyscan="off",
+)
+INDEX_LIMIT = _q(
+    "index_scan_limit",
+    "SELECT id, v FROM d1 WHERE id > 123456 ORDER BY id LIMIT 3000",
+    "Index Scan using d1_pkey",
+    enable_seqscan="off",
+    enable_bitmapscan="off",
+    enable_indexonlyscan="off",
+)
+MERGE_MARK = _q(
+    "merge_join_mark_restore",
+    "SELECT count(*), sum(d1.k::bigint), sum(o.id) "
+    "FROM (SELECT id, (id / 10) * 10 AS key FROM d2) o JOIN d1 ON d1.id = o.key",
+    "Merge Join",
+    enable_hashjoin="off",
+    enable_nestloop="off",
+    enable_seqscan="off",
+    enable_bitmapscan="off",
+    enable_indexonlyscan="off",
+)
+PARALLEL_INDEX = Query(
+    "parallel_index_scan",
+    "SELECT count(*), sum(k::bigint), min(v), max(v) FROM d1 WHERE id BETWEEN 100000 AND 500000",
+    {
+        "max_parallel_workers_per_gather": "2",
+        "parallel_setup_cost": "0",
+        "parallel_tuple_cost": "0",
+        "min_parallel_index_scan_size": "0",
+        "enable_seqscan": "off",
+        "enable_bitmapscan": "off",
+        "enable_indexonlyscan": "off",
+    },
+    "Parallel Index Scan using d1_pkey",
+)
 PARALLEL = Query(
     "parallel_seq_agg",
     "SELECT count(*), sum(k::bigint), sum(n) FROM d1 WHERE v > '8'",
@@ -189,6 +233,10 @@ PHASES: list[tuple[str, list[str], bool, list[Query]]] = [
             TID,
             TID_RANGE,
             LIMIT_DESC,
+            INDEX_BACKWARD,
+            INDEX_LIMIT,
+            MERGE_MARK,
+            PARALLEL_INDEX,
             PARALLEL,
             PREWARM,
             TOAST,
@@ -207,6 +255,9 @@ PHASES: list[tuple[str, list[str], bool, list[Query]]] = [
             BITMAP,
             HASH_JOIN,
             LIMIT_DESC,
+            INDEX_BACKWARD,
+            MERGE_MARK,
+            PARALLEL_INDEX,
             PARALLEL,
             TOAST,
             DISTINCT,

@@ -9,18 +9,23 @@ scan of it redirects nearly every block, and its ring buffer leaves the table un
 the next scan), ``pgnvm_prefetch()`` is compared with ``/proc/<pid>/task``:
 
 * se2 with ``nvm_prefetch = helper`` (the ``se2+helper`` variant), the whole lifecycle:
-  - a fresh backend has no helper; heap fetches of an index scan (redirected, but read for
-    immediate use) start none; its first seq scan starts them: helpers >= 1, jobs enqueued
-    (and done), the scheme asked for (M1), and /proc/<pid>/task is exactly the backend plus
-    the reported helper tids; after a normal disconnect the pid and the tids leave /proc;
-  - query cancel (pg_cancel_backend during a long redirected scan) and statement_timeout:
+  - a fresh backend has no helper; point lookups (a nested loop's index scan, rescanned per
+    row: redirected heap fetches read for immediate use) start none and enqueue nothing; an
+    index range scan over many heap blocks announces the blocks of its next TIDs
+    (nvm_index_ahead.c): helpers >= 1, jobs enqueued; its first seq scan enqueues more
+    (and they are done), the scheme asked for (M1), and /proc/<pid>/task is exactly the
+    backend plus the reported helper tids; after a normal disconnect the pid and the tids
+    leave /proc;
+  - query cancel (pg_cancel_backend during a long redirected scan, and during a long index
+    scan that announces its heap blocks) and statement_timeout:
     ERROR 57014, the backend stays usable with the same helper tids and no extra task, and
     the next scan works and enqueues more jobs;
   - nvm_prefetch_mapping '0', then '0-1': the next scan runs new helpers on those CPUs,
     the old tids are gone; nvm_prefetch = inline, and = off: the next scan leaves the
     backend with its own thread only;
-  - FATAL (pg_terminate_backend during a long redirected scan): 57P01, and the pid and its
-    helpers' tids leave /proc within a few seconds.
+  - FATAL (pg_terminate_backend during a long redirected scan, and during a long index
+    scan that announces): 57P01, and the pid and its helpers' tids leave /proc within a few
+    seconds.
 * se2 with ``off`` / ``inline``: redirected scans leave the backend single-threaded (inline
   still counts prefetch jobs in pgnvm_stats, off none).
 * base / se1 (control) with ``SET nvm_prefetch = helper``: no read is redirected, so no
@@ -58,12 +63,33 @@ TABLE = "pf_t"
 ROLE = "pgnvm_pf_user"
 SIZE_FACTOR = 4  # table size / shared_buffers
 ROW_BYTES = 134  # heap bytes per row of (id int, pad = 3 md5s): tuple + line pointer
-LOOKUPS = 300  # index lookups (heap fetches: redirected, not prefetched)
+LOOKUPS = 300  # point lookups (heap fetches: redirected, not prefetched)
+#: a nested loop of point lookups: the inner index scan is rescanned for every id
+POINT_LOOKUPS = (
+    f"SELECT count(*), sum(length(pad)) FROM unnest(%s::int[]) AS k(id) JOIN {TABLE} USING (id)"
+)
+POINT_LOOKUP_PLAN = (
+    "enable_seqscan",
+    "enable_bitmapscan",
+    "enable_indexonlyscan",
+    "enable_hashjoin",
+    "enable_mergejoin",
+    "enable_memoize",
+)
+#: an index range scan over many heap blocks (ids are in heap order)
+RANGE_SCAN = f"SELECT count(*), sum(length(pad)) FROM {TABLE} WHERE id BETWEEN 1 AND %s"
 #: a scan that runs until it is cancelled: every row of generate_series rescans the table
 LONG_SQL = (
     "SELECT sum(s.n) FROM generate_series(1, 100000) g, "
     f"LATERAL (SELECT count(*) AS n FROM {TABLE} WHERE pad <> g.g::text) s"
 )
+#: the same with an index range scan (rows/2 of them) rescanned per row: it announces
+#: the heap blocks of its next TIDs (needs enable_seqscan and enable_bitmapscan off)
+LONG_INDEX_SQL = (
+    "SELECT sum(s.n) FROM generate_series(1, 100000) g, "
+    f"LATERAL (SELECT count(*) AS n FROM {TABLE} WHERE id <= %s AND pad <> g.g::text) s"
+)
+INDEX_PLAN = ("enable_seqscan", "enable_bitmapscan")
 SCAN_SQL = f"SELECT count(*), sum(length(pad)) FROM {TABLE}"
 EXPLAIN = "EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, FORMAT JSON) "
 RUN_BEFORE_SIGNAL = 0.7  # s the long scan runs before it is cancelled / terminated
@@ -370,36 +396,60 @@ def _helper_lifecycle(ctx: _Ctx) -> None:
     notes = ctx.notes
     c = ctx.c
 
-    # 1. index-scan heap fetches (redirected, read for immediate use) start no helper and
-    # enqueue no job; a seq scan does. (A new backend may have started its helpers already:
-    # its first catalog seq scans redirect too.)
+    # 1. point lookups (a nested loop's inner index scan, rescanned per row: each rescan
+    # fetches from one heap block) start no helper and enqueue no job; a long index range
+    # scan announces the heap blocks of its next TIDs (nvm_index_ahead.c): helpers start
+    # and jobs are enqueued. (A new backend may have started its helpers already: its first
+    # catalog seq scans redirect too.)
     u = ctx.backend()
-    for k in ("enable_seqscan", "enable_bitmapscan", "enable_indexonlyscan"):
+    for k in POINT_LOOKUP_PLAN:
         u.conn.execute(f"SET {k} = off")
     ids = list(range(1, ctx.rows, ctx.rows // LOOKUPS))[:LOOKUPS]
-    lookup = f"SELECT count(*), sum(length(pad)) FROM {TABLE} WHERE id = ANY(%s)"
-    u.conn.execute(lookup, (ids,))  # warm the catalog caches: the next run reads only pf_t
+    u.conn.execute(POINT_LOOKUPS, (ids,))  # warm the catalog caches: next run reads pf_t only
     _evict(c)
     p0 = u.pool()
     u.threads_are(p0.tids, "a new backend")
     before = counters.read_counters(u.conn)
-    found = u.conn.execute(lookup, (ids,)).fetchone()[0]  # type: ignore[index]
+    found = u.conn.execute(POINT_LOOKUPS, (ids,)).fetchone()[0]  # type: ignore[index]
     d = counters.delta(before, counters.read_counters(u.conn))
-    u.conn.execute("RESET ALL")
-    u.conn.execute("SET max_parallel_workers_per_gather = 0")
     if found != len(ids):
-        raise CheckFailed(f"index lookups found {found} of {len(ids)} rows")
+        raise CheckFailed(f"point lookups found {found} of {len(ids)} rows")
     if d["redirects"] < len(ids) // 2:
         raise CheckFailed(
-            f"{len(ids)} index lookups of evicted rows redirected only {d['redirects']} blocks"
+            f"{len(ids)} point lookups of evicted rows redirected only {d['redirects']} blocks"
         )
     p = u.pool()
     if p.tids != p0.tids or p.jobs_enqueued != p0.jobs_enqueued:
         raise CheckFailed(
-            f"index-scan heap fetches ({d['redirects']} redirects) prefetched: "
+            f"point lookups ({d['redirects']} redirects) prefetched: "
             f"{p0.describe()} -> {p.describe()}"
         )
-    u.threads_are(p.tids, "after index lookups")
+    u.threads_are(p.tids, "after point lookups")
+    notes.append(
+        f"{len(ids)} point lookups ({d['redirects']} redirects): no helper started, no job"
+    )
+    _evict(c)
+    before = counters.read_counters(u.conn)
+    hi = ctx.rows // 4
+    found = u.conn.execute(RANGE_SCAN, (hi,)).fetchone()[0]  # type: ignore[index]
+    d = counters.delta(before, counters.read_counters(u.conn))
+    if found != hi:
+        raise CheckFailed(f"the index range scan found {found} of {hi} rows")
+    p = u.pool()
+    require_pool(p, f"after an index range scan over {d['redirects']} redirected blocks")
+    if p.jobs_enqueued - p0.jobs_enqueued < d["redirects"] // 4:
+        raise CheckFailed(
+            f"an index range scan ({d['redirects']} redirects) announced only "
+            f"{p.jobs_enqueued - p0.jobs_enqueued} blocks: {p.describe()}"
+        )
+    u.threads_are(p.tids, "after the index range scan")
+    notes.append(
+        f"index range scan ({d['redirects']} redirects): "
+        f"{p.jobs_enqueued - p0.jobs_enqueued} blocks announced, {p.describe()}"
+    )
+    u.conn.execute("RESET ALL")
+    u.conn.execute("SET max_parallel_workers_per_gather = 0")
+    p0 = p
     pf_before = counters.read_counters(c)
     missed = _first_scan(ctx, u, "first seq scan")
     p = u.pool()
@@ -413,10 +463,7 @@ def _helper_lifecycle(ctx: _Ctx) -> None:
             f"{accepted} jobs the backend's pool accepted during the scan"
         )
     p = _jobs_done(u, "first seq scan")
-    notes.append(
-        f"{len(ids)} index lookups ({d['redirects']} redirects): no helper started, no job; "
-        f"first seq scan ({missed}): {p.describe()}; /proc task list = backend + helpers"
-    )
+    notes.append(f"first seq scan ({missed}): {p.describe()}; /proc task list = backend + helpers")
     gone = [u.pid, *p.tids]
     u.conn.close()
     _wait_gone(gone, "normal disconnect")
@@ -427,10 +474,18 @@ def _helper_lifecycle(ctx: _Ctx) -> None:
     s.scan(ctx.rows, "scan before the cancel")
     p0 = s.pool()
     require_pool(p0, "second backend")
-    for what in ("query cancel", "statement_timeout"):
+    long_index = LONG_INDEX_SQL.replace("%s", str(ctx.rows // 2))
+    for what, long_sql in (
+        ("query cancel", LONG_SQL),
+        ("statement_timeout", LONG_SQL),
+        ("query cancel of an index scan", long_index),
+    ):
         before = s.pool()
-        if what == "query cancel":
-            bg = s.background(LONG_SQL)
+        plan = INDEX_PLAN if long_sql is long_index else ()
+        for k in plan:
+            s.conn.execute(f"SET {k} = off")
+        if what.startswith("query cancel"):
+            bg = s.background(long_sql)
             _wait_active(c, s.pid, bg, what)
             s.threads_are(p0.tids, f"{what}: during the long scan", within=0)
             ok = c.execute("SELECT pg_cancel_backend(%s)", (s.pid,)).fetchone()[0]  # type: ignore[index]
@@ -443,13 +498,15 @@ def _helper_lifecycle(ctx: _Ctx) -> None:
             s.conn.execute("SET statement_timeout = '1500ms'")
             outcome = _Outcome()
             try:
-                outcome.result = s.conn.execute(LONG_SQL).fetchall()
+                outcome.result = s.conn.execute(long_sql).fetchall()
             except psycopg.Error as e:
                 outcome.error = e
             err = _expect_error(
                 outcome, what, CANCELED, "canceling statement due to statement timeout"
             )
             s.conn.execute("RESET statement_timeout")
+        for k in plan:
+            s.conn.execute(f"RESET {k}")
         pid = s.conn.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
         if pid != s.pid:
             raise CheckFailed(f"{what}: the session's backend changed ({s.pid} -> {pid})")
@@ -528,26 +585,35 @@ def _settings_change(ctx: _Ctx) -> None:
 
 
 def _fatal(ctx: _Ctx) -> None:
-    """pg_terminate_backend during a long redirected scan."""
+    """pg_terminate_backend during a long redirected scan, and during a long index scan
+    that announces its heap blocks."""
     c = ctx.c
-    t = ctx.backend()
-    t.scan(ctx.rows, "scan before the FATAL")
-    p = t.pool()
-    require_pool(p, "backend to terminate")
-    bg = t.background(LONG_SQL)
-    _wait_active(c, t.pid, bg, "FATAL")
-    t.threads_are(p.tids, "FATAL: during the long scan", within=0)
-    ok = c.execute("SELECT pg_terminate_backend(%s)", (t.pid,)).fetchone()[0]  # type: ignore[index]
-    if ok is not True:
-        raise CheckFailed(f"pg_terminate_backend({t.pid}) returned {ok}")
-    err = _expect_error(
-        bg.join("FATAL"), "FATAL", ADMIN_SHUTDOWN, "terminating connection due to administrator"
-    )
-    _wait_gone([t.pid, *p.tids], "FATAL")
-    ctx.notes.append(
-        f"FATAL during a scan: {err}; pid and helper tids {list(p.tids)} left /proc within "
-        f"{GONE_WITHIN:.0f}s"
-    )
+    long_index = LONG_INDEX_SQL.replace("%s", str(ctx.rows // 2))
+    for what, long_sql in (("scan", LONG_SQL), ("index scan", long_index)):
+        t = ctx.backend()
+        t.scan(ctx.rows, f"scan before the FATAL during a {what}")
+        p = t.pool()
+        require_pool(p, "backend to terminate")
+        if long_sql is long_index:
+            for k in INDEX_PLAN:
+                t.conn.execute(f"SET {k} = off")
+        bg = t.background(long_sql)
+        _wait_active(c, t.pid, bg, f"FATAL during a {what}")
+        t.threads_are(p.tids, f"FATAL: during the long {what}", within=0)
+        ok = c.execute("SELECT pg_terminate_backend(%s)", (t.pid,)).fetchone()[0]  # type: ignore[index]
+        if ok is not True:
+            raise CheckFailed(f"pg_terminate_backend({t.pid}) returned {ok}")
+        err = _expect_error(
+            bg.join("FATAL"),
+            "FATAL",
+            ADMIN_SHUTDOWN,
+            "terminating connection due to administrator",
+        )
+        _wait_gone([t.pid, *p.tids], f"FATAL during a {what}")
+        ctx.notes.append(
+            f"FATAL during a {what}: {err}; pid and helper tids {list(p.tids)} left /proc "
+            f"within {GONE_WITHIN:.0f}s"
+        )
 
 
 # ---- no helpers: se2 off/inline, base/se1

@@ -45,6 +45,12 @@ extern void NvmPrefetchRedirected(char *segmap, BlockNumber segblock,
 								  BlockNumber nblocks, BlockNumber seglimit,
 								  bool ahead);
 
+/*
+ * Called by nvm_index_ahead.c with blocks an index scan will fetch soon:
+ * nblocks blocks at addr in a read-only mapping, not faulted in yet.
+ */
+extern void NvmPrefetchAhead(char *addr, BlockNumber nblocks);
+
 /* this process's helper pool, for contrib/pgnvm (NULL if none) */
 struct nvmpf_pool;
 extern struct nvmpf_pool *NvmPrefetchPool(void);

@@ -69,6 +69,7 @@ extern PGDLLIMPORT bool nvm_debug_fail_mappings;
  */
 extern char *nvm_mapped_block(RelFileLocator rlocator, ForkNumber forknum,
 							  BlockNumber blocknum);
+extern char *nvm_mapped_block_of(SMgrRelation reln, BlockNumber blocknum);
 extern void nvm_view_acquire(const char *page);
 extern void nvm_view_release(const char *page);
 

@@ -31,7 +31,9 @@
  * handed out as well, so the helpers run that far ahead of the stream.  A
  * read made for immediate use (ReadBuffer(), e.g. an index scan's heap
  * fetch) is not prefetched: the backend reads it right away, a helper could
- * only compete with it.  Jobs the stream has overtaken are retired, so a
+ * only compete with it; instead, an index scan announces the heap blocks of
+ * its next TIDs before it fetches them (nvm_index_ahead.c,
+ * NvmPrefetchAhead()).  Jobs the stream has overtaken are retired, so a
  * helper that fell behind does not waste time on them.
  *
  * Safety.  Helper threads never load or store through a mapping: madvise()
@@ -405,6 +407,46 @@ NvmPrefetchRedirected(char *segmap, BlockNumber segblock, BlockNumber nblocks,
 		return;
 	nvm_prefetch_enqueue(pool, segmap, start, end);
 	PrefetchedEnd = end;
+}
+
+/*
+ * NvmPrefetchAhead -- an index scan will fetch the nblocks blocks at addr
+ * soon (nvm_index_ahead.c): a helper faults them in and prefetches them;
+ * inline, the backend prefetches the first lines of each (its header and
+ * line pointers), which helps only if the page is mapped already (a prefetch
+ * of an unmapped page is dropped by the CPU).  Such jobs are not tracked for
+ * retiring: nothing overtakes them but the fetch itself.
+ */
+void
+NvmPrefetchAhead(char *addr, BlockNumber nblocks)
+{
+	nvmpf_pool *pool;
+
+	if (nvm_prefetch != NVM_PREFETCH_HELPER && HelperPool != NULL)
+		nvm_prefetch_stop();
+	if (nvm_prefetch == NVM_PREFETCH_OFF || nblocks == 0)
+		return;
+	if (nvm_prefetch == NVM_PREFETCH_INLINE)
+	{
+		for (BlockNumber i = 0; i < nblocks; i++)
+		{
+			__builtin_prefetch(addr + (size_t) i * BLCKSZ, 0, 3);
+			__builtin_prefetch(addr + (size_t) i * BLCKSZ + PG_CACHE_LINE_SIZE, 0, 3);
+		}
+		MyNvmStats->prefetch_jobs++;
+		MyNvmStats->prefetch_bytes += (uint64) nblocks * BLCKSZ;
+		return;
+	}
+	pool = nvm_prefetch_pool();
+	if (pool == NULL)
+		return;
+	if (nvmpf_enqueue(pool, addr, (size_t) nblocks * BLCKSZ) == NVMPF_OK)
+	{
+		MyNvmStats->prefetch_jobs++;
+		MyNvmStats->prefetch_bytes += (uint64) nblocks * BLCKSZ;
+	}
+	else
+		MyNvmStats->prefetch_dropped++;
 }
 
 /*

@@ -455,6 +455,19 @@ nvm_mapped_block(RelFileLocator rlocator, ForkNumber forknum,
 }
 
 /*
+ * nvm_mapped_block_of -- the same for an open relation, for prefetching
+ * advice (NULL if the relation is not ours, e.g. temporary, or its segment
+ * cannot be mapped).  Faults nothing in.
+ */
+char *
+nvm_mapped_block_of(SMgrRelation reln, BlockNumber blocknum)
+{
+	if (reln->smgr_which != 1)
+		return NULL;
+	return nvm_ro_block_address(reln, blocknum);
+}
+
+/*
  * nvm_map_blocks -- the read-only mapped addresses of blocks [blocknum,
  * blocknum + nblocks) of a main fork, which must lie in one segment, in
  * pages[]; the blocks are faulted in, under the SIGBUS guard.  Returns how
