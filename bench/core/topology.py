@@ -27,6 +27,7 @@ so). There is deliberately no second implementation of the library's rules here.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,7 +152,10 @@ def current(bindir: Path, mappings: tuple[str, ...] = MAPPINGS) -> Topology:
     key = (str(bindir), tuple(mappings))
     if key not in _cache:
         try:
-            _cache[key] = query(bindir / TOOL, tuple(mappings))
+            # the backend's CPU is not known in advance (the scheduler places it): judge
+            # from the lowest CPU this process may use, so that every process (the
+            # benchmark, its tests) gets the same answer, word for word
+            _cache[key] = query(bindir / TOOL, tuple(mappings), home=min(os.sched_getaffinity(0)))
         except TopologyUnknown as e:
             _cache[key] = e
     got = _cache[key]
