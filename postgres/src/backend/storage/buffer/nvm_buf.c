@@ -75,12 +75,21 @@ volatile uint8 *NvmBufferFlags = NULL;
  * process reads in place, the page's address in this process's mapping.
  * Kept in chunks of NVM_VIEW_CHUNK buffers, a chunk allocated only while
  * some buffer of it has a view, so that a backend's memory follows what it
- * redirects, not shared_buffers.  NvmBufferPages (the table of chunks) is
+ * redirects, not shared_buffers (up to NVM_VIEW_CHUNKS_KEPT empty chunks
+ * are kept for reuse).  NvmBufferPages (the table of chunks) is
  * NULL unless nvm_storage_engine = se2.
  */
 void	 ***NvmBufferPages = NULL;
 static uint16 *NvmViewCount = NULL; /* views per chunk */
+static int	NvmViewChunks = 0;		/* chunks allocated */
 static MemoryContext NvmViewCxt = NULL;
+
+/*
+ * Empty chunks are freed only beyond this many allocated chunks: a scan
+ * pins and unpins buffers of the same few chunks all the time, and must not
+ * allocate and free 8 kB per block.
+ */
+#define NVM_VIEW_CHUNKS_KEPT	16
 
 
 /*
@@ -140,8 +149,11 @@ nvm_view_chunk_ready(Buffer buffer)
 	int			c = (buffer - 1) >> NVM_VIEW_CHUNK_BITS;
 
 	if (NvmBufferPages[c] == NULL)
+	{
 		NvmBufferPages[c] = MemoryContextAllocZero(NvmViewCxt,
 												   sizeof(void *) * NVM_VIEW_CHUNK);
+		NvmViewChunks++;
+	}
 }
 
 /*
@@ -219,10 +231,11 @@ NvmBufferForgetView(Buffer buffer)
 
 	Assert(page != NULL);
 	NvmBufferPages[c][(buffer - 1) & (NVM_VIEW_CHUNK - 1)] = NULL;
-	if (--NvmViewCount[c] == 0)
+	if (--NvmViewCount[c] == 0 && NvmViewChunks > NVM_VIEW_CHUNKS_KEPT)
 	{
 		pfree(NvmBufferPages[c]);
 		NvmBufferPages[c] = NULL;
+		NvmViewChunks--;
 	}
 	nvm_view_release(page);
 }
