@@ -16,6 +16,7 @@
  */
 #include "pager.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,7 @@
 #define WRITE_POOL_PAGES 16
 
 struct bm_thread {
-    struct sb_pager pager;
+    struct sb_pager pager;   /* first: sb_pager_close_rep */
     char *frames;          /* this thread's part of the pool */
     uint64_t nframes, next_frame;
     char *wpool;           /* WRITE_POOL_PAGES random pages */
@@ -72,12 +73,8 @@ static int bm_prepare(struct sb_ctx *c)
 static int bm_open(struct sb_ctx *c, int tid, int rep)
 {
     struct bm_thread *bt = c->state[tid];
-    char path[4096], err[SB_ERRLEN];
-    sb_file_path(path, sizeof path, c->o.dir, "data", tid);
-    if (sb_pager_open(&bt->pager, path, c->o.path, c->o.page_size, true, err, sizeof err) != 0) {
-        sb_fail(c, "%s", err);
+    if (sb_pager_open_data(c, tid, true) != 0)
         return -1;
-    }
     if (tid == 0)
         snprintf(c->granularity, sizeof c->granularity, "%s", sb_pager_granularity(&bt->pager));
     bt->rng = sb_seed(c->o.seed, tid, rep);
@@ -122,21 +119,9 @@ static int bm_run(struct sb_ctx *c, int tid, struct sb_thread_result *r)
     return 0;
 }
 
-static int bm_close(struct sb_ctx *c, int tid)
-{
-    struct bm_thread *bt = c->state[tid];
-    return sb_pager_close(&bt->pager);
-}
-
 static void bm_finish(struct sb_ctx *c)
 {
-    for (int t = 0; t < c->o.threads; t++) {
-        struct bm_thread *bt = c->state[t];
-        if (bt)
-            free(bt->wpool);
-        free(bt);
-        c->state[t] = NULL;
-    }
+    sb_free_states(c, offsetof(struct bm_thread, wpool));
     struct bm_shared *sh = c->shared;
     if (sh)
         free(sh->pool);
@@ -148,6 +133,6 @@ const struct sb_workload sb_bufman = {
     .prepare = bm_prepare,
     .open_rep = bm_open,
     .run = bm_run,
-    .close_rep = bm_close,
+    .close_rep = sb_pager_close_rep,
     .finish = bm_finish,
 };

@@ -77,10 +77,42 @@ void *sb_alloc(size_t align, size_t size)
 }
 
 /*
+ * Write bytes [0, size) of the open file fd in 1 MiB chunks, random from
+ * *rng (NULL: zeros), then fdatasync it.  0, or -1 with errno.
+ */
+int sb_fill_fd(int fd, uint64_t size, uint64_t *rng)
+{
+    const size_t chunk = 1 << 20;
+    char *buf = sb_alloc(4096, chunk);
+    if (!buf) {
+        errno = ENOMEM;
+        return -1;
+    }
+    memset(buf, 0, chunk);
+    for (uint64_t off = 0; off < size; off += chunk) {
+        size_t n = size - off < chunk ? (size_t)(size - off) : chunk;
+        if (rng)
+            sb_fill_random(buf, n, rng);
+        for (size_t done = 0; done < n;) {
+            ssize_t w = pwrite(fd, buf + done, n - done, (off_t)(off + done));
+            if (w <= 0) {
+                if (w == 0)
+                    errno = EIO;
+                free(buf);
+                return -1;
+            }
+            done += (size_t)w;
+        }
+    }
+    free(buf);
+    return fdatasync(fd);
+}
+
+/*
  * A data file of exactly `size` bytes of random contents (the paper
  * initialises its files randomly).  An existing regular file of that size is
- * reused as it is (*reused = true); otherwise it is written anew in 1 MiB
- * chunks and fdatasync'ed.  Not timed.
+ * reused as it is (*reused = true); otherwise it is written anew
+ * (sb_fill_fd).  Not timed.
  */
 int sb_data_file(const char *path, uint64_t size, uint64_t seed, bool *reused,
                  char *err, size_t errlen)
@@ -96,42 +128,32 @@ int sb_data_file(const char *path, uint64_t size, uint64_t seed, bool *reused,
         sb_failf(err, errlen, "cannot create %s: %s", path, strerror(errno));
         return -1;
     }
-    const size_t chunk = 1 << 20;
-    char *buf = sb_alloc(4096, chunk);
-    if (!buf) {
-        close(fd);
-        sb_failf(err, errlen, "out of memory");
-        return -1;
-    }
     uint64_t s = seed ? seed : 1;
-    for (uint64_t off = 0; off < size; off += chunk) {
-        size_t n = size - off < chunk ? (size_t)(size - off) : chunk;
-        sb_fill_random(buf, n, &s);
-        for (size_t done = 0; done < n;) {
-            ssize_t w = pwrite(fd, buf + done, n - done, (off_t)(off + done));
-            if (w <= 0) {
-                sb_failf(err, errlen, "writing %s: %s", path,
-                         w < 0 ? strerror(errno) : "short write");
-                free(buf);
-                close(fd);
-                unlink(path);
-                return -1;
-            }
-            done += (size_t)w;
-        }
-    }
-    free(buf);
-    int rc = fdatasync(fd);
+    int rc = sb_fill_fd(fd, size, &s);
     int e = errno;
     if (close(fd) != 0 && rc == 0) {
         rc = -1;
         e = errno;
     }
     if (rc != 0) {
-        sb_failf(err, errlen, "fdatasync/close %s: %s", path, strerror(e));
+        sb_failf(err, errlen, "writing %s: %s", path, strerror(e));
+        unlink(path);
         return -1;
     }
     return 0;
+}
+
+/* Free each thread's state (c->state[t]) and the one buffer it owns, the
+ * pointer at byte buf_offset of it. */
+void sb_free_states(struct sb_ctx *c, size_t buf_offset)
+{
+    for (int t = 0; t < c->o.threads; t++) {
+        char *st = c->state[t];
+        if (st)
+            free(*(void **)(st + buf_offset));
+        free(st);
+        c->state[t] = NULL;
+    }
 }
 
 /* The data files of the table scan and the buffer manager: sb-data-<t>.dat,

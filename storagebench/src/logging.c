@@ -29,6 +29,7 @@
 #include <libgen.h>
 #include <libpmem.h>
 #include <libpmemlog.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,7 +242,7 @@ static int log_open(struct sb_ctx *c, int tid, int rep)
         plog_reset(&lt->plog);
         if (tid == 0)
             snprintf(c->granularity, sizeof c->granularity, "%s",
-                     sb_granularity_name(pmem2_map_get_store_granularity(lt->plog.map)));
+                     sb_granularity_name(pmem2_map_get_store_granularity(lt->plog.pm.map)));
         return 0;
     default:
         return -1;
@@ -307,13 +308,7 @@ static int log_close(struct sb_ctx *c, int tid)
 
 static void log_finish(struct sb_ctx *c)
 {
-    for (int t = 0; t < c->o.threads; t++) {
-        struct log_thread *lt = c->state[t];
-        if (lt)
-            free(lt->entry);
-        free(lt);
-        c->state[t] = NULL;
-    }
+    sb_free_states(c, offsetof(struct log_thread, entry));
 }
 
 const struct sb_workload sb_logging = {

@@ -37,24 +37,27 @@ const char *sb_granularity_name(enum pmem2_granularity g)
     return "unknown";
 }
 
-/* Map the file with libpmem2, accepting any granularity (PAGE is the
- * weakest requirement); the one it reports is what its memcpy_fn will do. */
-static int pmem2_open(struct sb_pager *p, char *err, size_t errlen)
+int sb_pmem2_map(struct sb_pmem2 *m, int fd, char *err, size_t errlen)
 {
-    if (pmem2_config_new(&p->cfg) != 0)
-        goto fail;
-    if (pmem2_source_from_fd(&p->src, p->fd) != 0)
-        goto fail;
-    if (pmem2_config_set_required_store_granularity(p->cfg, PMEM2_GRANULARITY_PAGE) != 0)
-        goto fail;
-    if (pmem2_map_new(&p->pmap, p->cfg, p->src) != 0)
-        goto fail;
-    p->map = pmem2_map_get_address(p->pmap);
-    p->pmem_memcpy = pmem2_get_memcpy_fn(p->pmap);
+    if (pmem2_config_new(&m->cfg) != 0 || pmem2_source_from_fd(&m->src, fd) != 0 ||
+        pmem2_config_set_required_store_granularity(m->cfg, PMEM2_GRANULARITY_PAGE) != 0 ||
+        pmem2_map_new(&m->map, m->cfg, m->src) != 0) {
+        sb_failf(err, errlen, "libpmem2: %s", pmem2_errormsg());
+        return -1;
+    }
     return 0;
-fail:
-    sb_failf(err, errlen, "libpmem2: %s", pmem2_errormsg());
-    return -1;
+}
+
+int sb_pmem2_unmap(struct sb_pmem2 *m)
+{
+    int rc = 0;
+    if (m->map)
+        rc = pmem2_map_delete(&m->map);
+    if (m->src)
+        pmem2_source_delete(&m->src);
+    if (m->cfg)
+        pmem2_config_delete(&m->cfg);
+    return rc ? -1 : 0;
 }
 
 int sb_pager_open(struct sb_pager *p, const char *file, enum sb_path path, size_t page_size,
@@ -93,8 +96,10 @@ int sb_pager_open(struct sb_pager *p, const char *file, enum sb_path path, size_
         }
         p->map = m;
     } else if (path == SB_PATH_PMEM2) {
-        if (pmem2_open(p, err, errlen) != 0)
+        if (sb_pmem2_map(&p->pm, p->fd, err, errlen) != 0)
             goto fail;
+        p->map = pmem2_map_get_address(p->pm.map);
+        p->pmem_memcpy = pmem2_get_memcpy_fn(p->pm.map);
     }
     return 0;
 fail:
@@ -135,14 +140,10 @@ int sb_pager_write(struct sb_pager *p, uint64_t page, const void *src)
 int sb_pager_close(struct sb_pager *p)
 {
     int rc = 0;
-    if (p->pmap)
-        rc |= pmem2_map_delete(&p->pmap);
+    if (p->path == SB_PATH_PMEM2)
+        rc |= sb_pmem2_unmap(&p->pm);
     else if (p->map)
         rc |= munmap(p->map, p->file_size);
-    if (p->src)
-        pmem2_source_delete(&p->src);
-    if (p->cfg)
-        pmem2_config_delete(&p->cfg);
     if (p->fd >= 0)
         rc |= close(p->fd);
     p->map = NULL;
@@ -150,9 +151,26 @@ int sb_pager_close(struct sb_pager *p)
     return rc ? -1 : 0;
 }
 
+int sb_pager_open_data(struct sb_ctx *c, int tid, bool writable)
+{
+    char path[4096], err[SB_ERRLEN];
+    sb_file_path(path, sizeof path, c->o.dir, "data", tid);
+    if (sb_pager_open((struct sb_pager *)c->state[tid], path, c->o.path, c->o.page_size, writable,
+                      err, sizeof err) != 0) {
+        sb_fail(c, "%s", err);
+        return -1;
+    }
+    return 0;
+}
+
+int sb_pager_close_rep(struct sb_ctx *c, int tid)
+{
+    return sb_pager_close((struct sb_pager *)c->state[tid]);
+}
+
 const char *sb_pager_granularity(const struct sb_pager *p)
 {
-    if (!p->pmap)
+    if (!p->pm.map)
         return "";
-    return sb_granularity_name(pmem2_map_get_store_granularity(p->pmap));
+    return sb_granularity_name(pmem2_map_get_store_granularity(p->pm.map));
 }

@@ -16,16 +16,12 @@
 /* Map the open file l->fd with libpmem2 (any granularity). */
 static int map_fd(struct plog *l, char *err, size_t errlen)
 {
-    if (pmem2_config_new(&l->cfg) != 0 || pmem2_source_from_fd(&l->src, l->fd) != 0 ||
-        pmem2_config_set_required_store_granularity(l->cfg, PMEM2_GRANULARITY_PAGE) != 0 ||
-        pmem2_map_new(&l->map, l->cfg, l->src) != 0) {
-        sb_failf(err, errlen, "libpmem2: %s", pmem2_errormsg());
+    if (sb_pmem2_map(&l->pm, l->fd, err, errlen) != 0)
         return -1;
-    }
-    l->hdr = pmem2_map_get_address(l->map);
+    l->hdr = pmem2_map_get_address(l->pm.map);
     l->data = (char *)l->hdr + PLOG_HEADER;
-    l->memcpy_fn = pmem2_get_memcpy_fn(l->map);
-    l->persist_fn = pmem2_get_persist_fn(l->map);
+    l->memcpy_fn = pmem2_get_memcpy_fn(l->pm.map);
+    l->persist_fn = pmem2_get_persist_fn(l->pm.map);
     return 0;
 }
 
@@ -38,19 +34,7 @@ int plog_create(const char *path, uint64_t capacity, char *err, size_t errlen)
         return -1;
     }
     /* write every byte once, zeros (a recycled log has written blocks) */
-    const size_t chunk = 1 << 20;
-    char *zero = calloc(1, chunk);
-    uint64_t size = PLOG_HEADER + capacity;
-    int rc = zero ? 0 : -1;
-    for (uint64_t off = 0; rc == 0 && off < size; off += chunk) {
-        size_t n = size - off < chunk ? (size_t)(size - off) : chunk;
-        if (pwrite(fd, zero, n, (off_t)off) != (ssize_t)n)
-            rc = -1;
-    }
-    free(zero);
-    if (rc == 0)
-        rc = fdatasync(fd);
-    if (rc != 0) {
+    if (sb_fill_fd(fd, PLOG_HEADER + capacity, NULL) != 0) {
         sb_failf(err, errlen, "writing %s: %s", path, strerror(errno));
         close(fd);
         unlink(path);
@@ -134,13 +118,7 @@ void plog_walk(struct plog *l, size_t chunk, int (*cb)(const void *, size_t, voi
 
 int plog_close(struct plog *l)
 {
-    int rc = 0;
-    if (l->map)
-        rc |= pmem2_map_delete(&l->map);
-    if (l->src)
-        pmem2_source_delete(&l->src);
-    if (l->cfg)
-        pmem2_config_delete(&l->cfg);
+    int rc = sb_pmem2_unmap(&l->pm);
     if (l->fd >= 0)
         rc |= close(l->fd);
     l->fd = -1;

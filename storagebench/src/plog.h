@@ -16,6 +16,8 @@
 #ifndef SB_PLOG_H
 #define SB_PLOG_H
 
+#include "pager.h"
+
 #include <libpmem2.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -35,9 +37,7 @@ struct plog_header {
 
 struct plog {
     int fd;
-    struct pmem2_config *cfg;
-    struct pmem2_source *src;
-    struct pmem2_map *map;
+    struct sb_pmem2 pm;
     struct plog_header *hdr;
     char *data;
     uint64_t capacity;

@@ -134,6 +134,8 @@ int sb_data_file(const char *path, uint64_t size, uint64_t seed, bool *reused,
 void sb_fill_random(void *buf, size_t len, uint64_t *state);
 void *sb_alloc(size_t align, size_t size);
 int sb_prepare_data(struct sb_ctx *c);
+int sb_fill_fd(int fd, uint64_t size, uint64_t *rng);
+void sb_free_states(struct sb_ctx *c, size_t buf_offset);
 
 /* xorshift64*: the workloads' random numbers (seeded per thread). */
 static inline uint64_t sb_rand(uint64_t *s)

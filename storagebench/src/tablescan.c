@@ -8,12 +8,13 @@
  */
 #include "pager.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct scan_thread {
-    struct sb_pager pager;
+    struct sb_pager pager;   /* first: sb_pager_close_rep */
     char *buf;
 };
 
@@ -38,14 +39,7 @@ static int scan_prepare(struct sb_ctx *c)
 static int scan_open(struct sb_ctx *c, int tid, int rep)
 {
     (void)rep;
-    struct scan_thread *st = c->state[tid];
-    char path[4096], err[SB_ERRLEN];
-    sb_file_path(path, sizeof path, c->o.dir, "data", tid);
-    if (sb_pager_open(&st->pager, path, c->o.path, c->o.page_size, false, err, sizeof err) != 0) {
-        sb_fail(c, "%s", err);
-        return -1;
-    }
-    return 0;
+    return sb_pager_open_data(c, tid, false);
 }
 
 /* Timed: page after page into the one buffer. */
@@ -71,27 +65,15 @@ static int scan_run(struct sb_ctx *c, int tid, struct sb_thread_result *r)
     return 0;
 }
 
-static int scan_close(struct sb_ctx *c, int tid)
-{
-    struct scan_thread *st = c->state[tid];
-    return sb_pager_close(&st->pager);
-}
-
 static void scan_finish(struct sb_ctx *c)
 {
-    for (int t = 0; t < c->o.threads; t++) {
-        struct scan_thread *st = c->state[t];
-        if (st)
-            free(st->buf);
-        free(st);
-        c->state[t] = NULL;
-    }
+    sb_free_states(c, offsetof(struct scan_thread, buf));
 }
 
 const struct sb_workload sb_tablescan = {
     .prepare = scan_prepare,
     .open_rep = scan_open,
     .run = scan_run,
-    .close_rep = scan_close,
+    .close_rep = sb_pager_close_rep,
     .finish = scan_finish,
 };
