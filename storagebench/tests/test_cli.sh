@@ -4,8 +4,8 @@
 # each benchmark prints one JSON document of schema version 1 (checked with
 # python3).  Prints one line per test and "N passed, M failed".
 #
-#   sh tests/test_cli.sh BUILD/storagebench
-bin=${1:?usage: test_cli.sh STORAGEBENCH}
+#   SB_BIN=BUILD/storagebench tests/test_cli.sh    (or the binary as $1)
+bin=${1:-${SB_BIN:?usage: test_cli.sh STORAGEBENCH (or SB_BIN=...)}}
 base=${SB_TEST_DIR:-/tmp}
 dir=$(mktemp -d "$base/storagebench-cli-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
