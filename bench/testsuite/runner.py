@@ -7,7 +7,6 @@ import fcntl
 import os
 import random
 import shutil
-import subprocess
 import sys
 import time
 import traceback
@@ -74,16 +73,6 @@ class Options:
     keep: bool = False
     seed: int | None = None
     build: bool = True  # False: use the installed check flavour as it is
-
-
-def _git_commit() -> str:
-    r = subprocess.run(
-        ["git", "-C", str(paths.REPO_ROOT), "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return r.stdout.strip() or "?"
 
 
 def _detail_of(e: BaseException) -> str:
@@ -322,7 +311,7 @@ def _run_tests(opts: Options) -> int:
             configs=names,
             extra={
                 "seed": run.seed,
-                "commit": _git_commit(),
+                "commit": paths.git_commit(),
                 "flavour": FLAVOUR,
                 "build_seconds": round(build_s, 1),
                 "wall_seconds": round(total, 1),
