@@ -28,6 +28,7 @@ from bench.testsuite.checks.prefetch_check import prefetch_check
 from bench.testsuite.checks.prefetch_lifecycle import prefetch_lifecycle
 from bench.testsuite.checks.pytest_check import pytest_check
 from bench.testsuite.checks.redirect import redirect
+from bench.testsuite.checks.storagebench_check import storagebench_check
 from bench.testsuite.checks.strace_check import strace
 from bench.testsuite.checks.stress import stress
 from bench.testsuite.checks.truncated import truncated
@@ -211,6 +212,8 @@ def _run_global(name: str, run: RunState) -> CheckResult:
             return pytest_check(run.work_root / "pytest.log", limit, run.results_dir)
         if name == "prefetch":
             return prefetch_check(run.work_root, limit, run.results_dir)
+        if name == "storagebench":
+            return storagebench_check(run.work_root, limit, run.results_dir)
         raise ValueError(f"unknown global check {name}")
 
     return run_one(name, None, limit, body)
