@@ -64,9 +64,15 @@ def size_label(bench: str, size: int) -> str:
 
 class Document:
     def __init__(
-        self, env: dict[str, Any], rows: list[Row], fio_rows: list[dict[str, Any]], out: Path
+        self,
+        env: dict[str, Any],
+        rows: list[Row],
+        fio_rows: list[dict[str, Any]],
+        out: Path,
+        huge_bytes: int = 0,
     ) -> None:
         self.env = env
+        self.huge_bytes = huge_bytes
         self.rows = rows
         self.ix = Index(rows)
         self.fio = analysis.fio_checks(self.ix, fio_rows)
@@ -105,6 +111,15 @@ class Document:
             ]
             if rows:
                 out.append(("table", ["target", "directory", "file system", "note"], rows))
+            if self.huge_bytes:
+                out.append(
+                    (
+                        "p",
+                        f"nvm-2m: the kernel's ShmemHugePages reached "
+                        f"{self.huge_bytes / (1 << 30):.1f} GiB while its data files existed "
+                        "(the files are in 2 MB pages).",
+                    )
+                )
         return out
 
     def comparison(self) -> list[Block]:
@@ -209,14 +224,15 @@ class Document:
                             if first.is_pmem is False
                             else ""
                         )
+                        peak_ops = max((c.ops or 0) for c in cells if c)
                         body.append(
                             [target, v.name, size_label(bench, size)]
                             + ([f"{w}%"] if bench == "bufman" else [])
                             + [cell(c) for c in cells]
-                            + [gran, first.caches]
+                            + [f"{peak_ops / 1e6:.3g}", gran, first.caches]
                         )
         hdr = ["target", "path", "size", *(["writes"] if bench == "bufman" else [])]
-        hdr += [f"{t} thr" for t in threads] + ["libpmem", "page cache"]
+        hdr += [f"{t} thr" for t in threads] + ["peak Mops/s", "libpmem", "page cache"]
         out.append(("table", hdr, body))
         return out
 
@@ -413,8 +429,9 @@ def write_csv(rows: list[Row], path: Path) -> None:
 def write(out: Path) -> str:
     """Write the report files of result directory ``out``; returns the comparison table as
     Markdown (for the console)."""
-    env, rows, fio_rows, _ = analysis.load(out)
-    doc = Document(env, rows, fio_rows, out)
+    env, rows, fio_rows, recs = analysis.load(out)
+    huge = max((r.get("shmem_huge_bytes", 0) for r in recs), default=0)
+    doc = Document(env, rows, fio_rows, out, huge)
     bl = doc.blocks()
     (out / "report.md").write_text(blocks.to_markdown(bl))
     (out / "report.html").write_text(blocks.to_html(bl, doc.title()))
