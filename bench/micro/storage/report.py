@@ -287,8 +287,8 @@ class Document:
             (
                 "p",
                 "fio 3.33 (`ioengine=psync`, 4 KiB blocks, `gtod_reduce=1`, one job per "
-                "thread on that thread's data file, the same bytes and time limit) against storagebench's `pread` table "
-                "scan and 0%-write buffer manager. Agreement: within "
+                "thread on that thread's data file, the same bytes and time limit) against "
+                "storagebench's `pread` table scan and 0%-write buffer manager. Agreement: within "
                 f"{analysis.FIO_TOLERANCE * 100:.0f}%.",
             ),
             (
