@@ -286,6 +286,9 @@ def test_headlines_relative_and_fio() -> None:
     ]
     (check,) = analysis.fio_checks(ix, fio_rows)
     assert check.diff == pytest.approx(0.25) and check.agrees is False
+    assert check.noise() == ""
+    noisy = analysis.FioCheck("nvm-4k", "read", 1, {**fio_rows[0], "gib_per_s_min": 3.0}, None)
+    assert noisy.noise() == "fio's repetitions spread" and noisy.diff is None
 
 
 def test_report_from_raw_files(tmp_path: Path) -> None:
@@ -313,7 +316,7 @@ def test_report_from_raw_files(tmp_path: Path) -> None:
     assert f"{head} pmem2-cl / pread | **4.00×**" in md
     assert "4.7×" in text and "21.7×" in md and "14.1×" in md
     fio_row = "| nvm-4k | sequential (table scan) | 1 | 5.200 [5.000–5.500] |"
-    assert f"{fio_row} 5.000 [5.000–5.000] | -4% | yes |" in md
+    assert f"{fio_row} 5.000 [5.000–5.000] | -4% | yes |  |" in md
     assert "Failed runs (1)" in md and "boom" in md
     for f in ("fig2_tablescan.png", "fig3_bufman.png", "fig4_relative.png", "fig5_logging.png"):
         assert (tmp_path / f).stat().st_size > 1000, f

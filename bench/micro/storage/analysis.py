@@ -15,6 +15,8 @@ from bench.micro.storage import plan
 SCHEMA_VERSION = 1
 #: fio and storagebench agree when within this fraction (the issue's 15%).
 FIO_TOLERANCE = 0.15
+#: A measurement whose repetitions spread by more than this (max / min) is noted as noisy.
+NOISY = 1.25
 
 
 def check_doc(doc: dict[str, Any]) -> list[str]:
@@ -277,6 +279,20 @@ class FioCheck:
     def agrees(self) -> bool | None:
         d = self.diff
         return None if d is None else abs(d) <= FIO_TOLERANCE
+
+    def noise(self) -> str:
+        """Which side's repetitions spread by more than NOISY (max/min): a comparison of
+        such runs says more about the machine at the time than about the two programs."""
+        out = []
+        if (
+            self.fio["gib_per_s_min"]
+            and self.fio["gib_per_s_max"] / self.fio["gib_per_s_min"] > NOISY
+        ):
+            out.append("fio's repetitions spread")
+        o = self.ours
+        if o is not None and o.gib_min and o.gib_max and o.gib_max / o.gib_min > NOISY:
+            out.append("ours spread")
+        return ", ".join(out)
 
 
 def fio_checks(ix: Index, fio_rows: list[dict[str, Any]]) -> list[FioCheck]:

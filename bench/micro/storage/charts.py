@@ -40,10 +40,19 @@ def _line(ax: Any, rows: list[Row], label: str, color: str, style: str) -> None:
     ys = [r.gib for r in rows]
     lo = [(r.gib or 0) - (r.gib_min or 0) for r in rows]
     hi = [(r.gib_max or 0) - (r.gib or 0) for r in rows]
-    ax.errorbar(xs, ys, yerr=[lo, hi], fmt=style, color=color, label=label, capsize=2, ms=4)
+    ax.errorbar(xs, ys, yerr=[lo, hi], fmt=style, color=color, label=label, capsize=2, ms=5)
 
 
 def _threads_axis(ax: Any, ix: Index) -> None:
+    """Threads on a log2 axis; plain numbers on a log y axis (0.1, 2, not 10^-1, 2x10^0)."""
+    from matplotlib.ticker import FormatStrFormatter
+
+    if ax.get_yscale() == "log":
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+        lo, hi = ax.get_ylim()
+        if hi / lo < 10:  # less than a decade: label the minor ticks too
+            ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+            ax.tick_params(axis="y", which="minor", labelsize=6)
     ts = ix.values("threads")
     ax.set_xscale("log", base=2)
     ax.set_xticks(ts)
@@ -164,7 +173,7 @@ class Charts:
                 ax.plot(xs, ys, STYLES[i], label=v, ms=4)
                 for (r, _), x, y in zip(pts, xs, ys, strict=True):
                     ax.annotate(
-                        f"{r.gib:.2f}",
+                        f"{r.gib:.3g}",
                         (x, y),
                         fontsize=6,
                         xytext=(2, 3),

@@ -280,6 +280,7 @@ class Document:
                     cell(f.ours),
                     "–" if d is None else f"{d * 100:+.0f}%",
                     "–" if f.agrees is None else ("yes" if f.agrees else "**no**"),
+                    f.noise(),
                 ]
             )
         out: list[Block] = [
