@@ -382,3 +382,16 @@ def test_smoke_run_every_benchmark(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     if o.fio:
         assert "Independent check: fio" in md
     assert not made[0].dir.exists()
+
+
+def test_a_refused_target_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The space check fails before any run: no result directory, no run directory."""
+    monkeypatch.setattr(runner, "build_binary", lambda: tmp_path / "sb")
+    monkeypatch.setattr(targets, "resolve", lambda name: _target(tmp_path, name, "ext4 rw"))
+    o = replace(plan.defaults(cpus=2), targets=("disk",), file_size=1 << 50, fio=False)
+    run = runner.Run(["tablescan"], o, tmp_path / "out")
+    with pytest.raises(targets.TargetError, match="GiB free"):
+        run.main()
+    assert not (tmp_path / "out").exists() and not (tmp_path / "disk").exists()

@@ -99,14 +99,19 @@ class Run:
                 "or run with --no-fio"
             )
         binary = build_binary()
-        for name in self.o.targets:
-            js = [j for j in self.jobs if j.target == name]
-            if not js:
-                continue
-            t = targets.resolve(name)
-            self.targets[name] = t
-            pool = self.o.pool_size if any(j.bench == "bufman" for j in js) else 0
-            targets.check_space(t, plan.bytes_on_target(js, self.o), pool)
+        try:
+            for name in self.o.targets:
+                js = [j for j in self.jobs if j.target == name]
+                if not js:
+                    continue
+                t = targets.resolve(name)
+                self.targets[name] = t
+                pool = self.o.pool_size if any(j.bench == "bufman" for j in js) else 0
+                targets.check_space(t, plan.bytes_on_target(js, self.o), pool)
+        except BaseException:
+            for t in self.targets.values():  # leave no run directory behind
+                targets.cleanup(t)
+            raise
         return binary
 
     def env_doc(self) -> dict[str, Any]:
