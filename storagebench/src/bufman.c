@@ -35,6 +35,8 @@ struct bm_shared {
     char *pool;
 };
 
+/* The data files, the buffer pool (allocated and touched, so no first-touch
+ * fault is timed), each thread's frames and random write pool. */
 static int bm_prepare(struct sb_ctx *c)
 {
     if (sb_prepare_data(c) != 0)
@@ -70,6 +72,8 @@ static int bm_prepare(struct sb_ctx *c)
     return 0;
 }
 
+/* Per repetition: the pager over the run's path (a fresh mapping), the
+ * granularity libpmem2 reports, the thread's random stream for this rep. */
 static int bm_open(struct sb_ctx *c, int tid, int rep)
 {
     struct bm_thread *bt = c->state[tid];

@@ -145,6 +145,9 @@ static int prepare_pmem2log(const char *path, uint64_t cap, bool *reused, char *
     return plog_create(path, cap, err, errlen);
 }
 
+/* Once: each thread's entry buffer and its log as the path wants it (none
+ * for new; written in full for recycled; created and filled, or reused, for
+ * pmemlog and pmem2log). */
 static int log_prepare(struct sb_ctx *c)
 {
     char err[SB_ERRLEN];
@@ -205,6 +208,8 @@ static int fsync_dir(const char *path)
     return rc;
 }
 
+/* Per repetition, not timed: a new empty file (and its name made durable),
+ * the recycled file at offset 0, or the library log opened and emptied. */
 static int log_open(struct sb_ctx *c, int tid, int rep)
 {
     struct log_thread *lt = c->state[tid];
@@ -283,6 +288,7 @@ static int log_run(struct sb_ctx *c, int tid, struct sb_thread_result *r)
     return 0;
 }
 
+/* Close the log; the new file is removed (the next repetition makes it anew). */
 static int log_close(struct sb_ctx *c, int tid)
 {
     struct log_thread *lt = c->state[tid];

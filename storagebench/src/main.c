@@ -150,6 +150,7 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* {"median", "min", "max"} of v[0..n) under key (nulls when n is 0). */
 static void stats(struct json *j, const char *key, double *v, int n)
 {
     json_obj(j, key);
@@ -293,6 +294,8 @@ static void emit_error(const struct sb_opts *o, const char *msg)
     json_obj_end(&j);
 }
 
+/* Parse and check the options (usage errors: exit 2, nothing touched), run,
+ * print the document (failure: exit 1 and a document with "error"). */
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {

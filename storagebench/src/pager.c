@@ -60,6 +60,8 @@ int sb_pmem2_unmap(struct sb_pmem2 *m)
     return rc ? -1 : 0;
 }
 
+/* Open `file` for the path (O_DIRECT for odirect) and map it for mmap and
+ * pmem2; -1 with a message in err. */
 int sb_pager_open(struct sb_pager *p, const char *file, enum sb_path path, size_t page_size,
                   bool writable, char *err, size_t errlen)
 {
@@ -137,6 +139,7 @@ int sb_pager_write(struct sb_pager *p, uint64_t page, const void *src)
     }
 }
 
+/* Unmap (munmap or the libpmem2 mapping) and close; 0 or -1. */
 int sb_pager_close(struct sb_pager *p)
 {
     int rc = 0;

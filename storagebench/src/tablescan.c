@@ -18,7 +18,8 @@ struct scan_thread {
     char *buf;
 };
 
-/* The data files: one per thread, random contents, reused when present. */
+/* The data files (one per thread, random contents, reused when present) and
+ * each thread's one page buffer. */
 static int scan_prepare(struct sb_ctx *c)
 {
     if (sb_prepare_data(c) != 0)
