@@ -143,7 +143,7 @@ static unsigned long long bytes_needed(const struct sb_opts *o)
     return need;
 }
 
-/* Median of n values (sorted in place). */
+/* qsort order of doubles. */
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
