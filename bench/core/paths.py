@@ -17,6 +17,7 @@ environment. Layout::
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 #: Root of the git repository (the directory holding ./pgnvm and bench/).
@@ -86,3 +87,14 @@ def disk_root() -> Path:
 
 def disk_dir(name: str) -> Path:
     return disk_root() / name
+
+
+def git_commit() -> str:
+    """The repository's HEAD, short ("?" outside a git checkout)."""
+    r = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return r.stdout.strip() or "?"

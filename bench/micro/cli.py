@@ -6,6 +6,7 @@ import argparse
 
 from bench.core import build, configs
 from bench.micro import prefetch, settings
+from bench.micro.storage import cli as storage_cli
 
 
 def _csv(text: str) -> list[str]:
@@ -16,7 +17,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "micro",
         help="microbenchmarks: scan (configurations on a table larger than shared_buffers), "
-        "prefetch",
+        "prefetch, and paper 004's storage benchmarks: tablescan, bufman, logging, storage",
     )
     sub = p.add_subparsers(dest="micro", required=True)
     s = sub.add_parser(
@@ -80,6 +81,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pf.add_argument("--out", help="results directory (default results/micro-prefetch-<stamp>)")
     pf.add_argument("--keep-file", action="store_true", help="keep the data file afterwards")
     pf.set_defaults(func=_run_prefetch)
+    storage_cli.register(sub)
 
 
 def _run_scan(args: argparse.Namespace) -> int:

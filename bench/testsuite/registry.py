@@ -63,6 +63,11 @@ class GlobalDef:
 #: fresh machine), hence pytest's generous limit.
 GLOBAL_CHECKS: tuple[GlobalDef, ...] = (
     GlobalDef("prefetch", 10 * 60, "make -C prefetch test tsan-test (libnvmprefetch)"),
+    GlobalDef(
+        "storagebench",
+        10 * 60,
+        "make -C storagebench test (paper 004's storage microbenchmarks: paths, logs, CLI)",
+    ),
     GlobalDef("pytest", 30 * 60, "pytest -q tests"),
 )
 GLOBAL_LIMITS: dict[str, float] = {g.name: g.limit for g in GLOBAL_CHECKS}

@@ -7,7 +7,6 @@ import fcntl
 import os
 import random
 import shutil
-import subprocess
 import sys
 import time
 import traceback
@@ -29,6 +28,7 @@ from bench.testsuite.checks.prefetch_check import prefetch_check
 from bench.testsuite.checks.prefetch_lifecycle import prefetch_lifecycle
 from bench.testsuite.checks.pytest_check import pytest_check
 from bench.testsuite.checks.redirect import redirect
+from bench.testsuite.checks.storagebench_check import storagebench_check
 from bench.testsuite.checks.strace_check import strace
 from bench.testsuite.checks.stress import stress
 from bench.testsuite.checks.truncated import truncated
@@ -74,16 +74,6 @@ class Options:
     keep: bool = False
     seed: int | None = None
     build: bool = True  # False: use the installed check flavour as it is
-
-
-def _git_commit() -> str:
-    r = subprocess.run(
-        ["git", "-C", str(paths.REPO_ROOT), "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return r.stdout.strip() or "?"
 
 
 def _detail_of(e: BaseException) -> str:
@@ -222,6 +212,8 @@ def _run_global(name: str, run: RunState) -> CheckResult:
             return pytest_check(run.work_root / "pytest.log", limit, run.results_dir)
         if name == "prefetch":
             return prefetch_check(run.work_root, limit, run.results_dir)
+        if name == "storagebench":
+            return storagebench_check(run.work_root, limit, run.results_dir)
         raise ValueError(f"unknown global check {name}")
 
     return run_one(name, None, limit, body)
@@ -322,7 +314,7 @@ def _run_tests(opts: Options) -> int:
             configs=names,
             extra={
                 "seed": run.seed,
-                "commit": _git_commit(),
+                "commit": paths.git_commit(),
                 "flavour": FLAVOUR,
                 "build_seconds": round(build_s, 1),
                 "wall_seconds": round(total, 1),

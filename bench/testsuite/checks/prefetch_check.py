@@ -5,6 +5,7 @@ ThreadSanitizer), run once from the repository root:
 
 Both test targets print ``N passed, M failed`` as their last line; the check passes iff
 every make exits 0. The logs are kept in the results directory on failure.
+:func:`make_steps` is also the storagebench check's (checks/storagebench_check.py).
 """
 
 from __future__ import annotations
@@ -36,11 +37,21 @@ def summary(output: str) -> str | None:
     return f"{p} passed, {f} failed"
 
 
-def prefetch_check(workdir: Path, limit: float, artifacts: Path) -> str:
+def make_steps(
+    directory: str,
+    steps: tuple[tuple[str, str | None], ...],
+    workdir: Path,
+    limit: float,
+    artifacts: Path,
+    make_args: tuple[str, ...] = (),
+) -> str:
+    """``make -s -C directory [make_args] [target]`` for each (name, target) step (None: the
+    default goal), from the repository root; CheckFailed (log kept) on the first that fails.
+    The test targets' ``N passed, M failed`` lines, joined."""
     parts = []
-    for name, target in STEPS:
-        log = workdir / f"prefetch-{name}.log"
-        cmd = ["make", "-s", "-C", "prefetch", *([target] if target else [])]
+    for name, target in steps:
+        log = workdir / f"{directory}-{name}.log"
+        cmd = ["make", "-s", "-C", directory, *make_args, *([target] if target else [])]
         ran = proc.run(cmd, cwd=paths.REPO_ROOT, timeout=limit, log=log)
         line = summary(ran.output)
         if ran.returncode != 0:
@@ -58,3 +69,7 @@ def prefetch_check(workdir: Path, limit: float, artifacts: Path) -> str:
                 raise CheckFailed(f"{' '.join(cmd)} printed no 'N passed, M failed' line")
             parts.append(f"{target}: {line}")
     return "; ".join(parts)
+
+
+def prefetch_check(workdir: Path, limit: float, artifacts: Path) -> str:
+    return make_steps("prefetch", STEPS, workdir, limit, artifacts)

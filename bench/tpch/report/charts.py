@@ -17,10 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.core.blocks import ratio
 from bench.tpch import settings as cfgs
 from bench.tpch.queries import qname
 from bench.tpch.report import statistics as stats
-from bench.tpch.report.render import ratio
 from bench.tpch.report.statistics import Analysis, counter
 
 

@@ -8,11 +8,11 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
+from bench.core.blocks import Block, fmt, num, pct, ratio
 from bench.tpch import measure
 from bench.tpch import settings as cfgs
 from bench.tpch.queries import qname
 from bench.tpch.report import statistics as stats
-from bench.tpch.report.render import Block, fmt, num, pct, ratio
 from bench.tpch.report.statistics import Analysis, counter
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bench.core import blocks
 from bench.tpch.queries import qname
 from bench.tpch.report import render
 from bench.tpch.report.charts import Charts
@@ -28,9 +29,9 @@ class Report:
 
     def write(self) -> None:
         doc = Document(self.a, Charts(self.a, self.out).make())
-        blocks = doc.blocks()
-        (self.out / "report.md").write_text(render.to_markdown(blocks))
-        (self.out / "report.html").write_text(render.to_html(blocks, doc.title()))
+        doc_blocks = doc.blocks()
+        (self.out / "report.md").write_text(blocks.to_markdown(doc_blocks))
+        (self.out / "report.html").write_text(blocks.to_html(doc_blocks, doc.title()))
         summary = {
             c: {
                 "total_s": s.total,
