@@ -22,8 +22,11 @@
  * row), so a lookup of one row or of a few rows on one page costs one
  * comparison per fetch.  Index-only scans fetch heap blocks only for pages
  * not all-visible, so they are not announced; other index AMs neither (only
- * btree exposes its batch).  Blocks announced recently are not announced
- * again (TIDs of a leaf often share heap blocks).
+ * btree exposes its batch).  Scans of system catalogs are not announced
+ * either: they are the lookups of the catalog caches (many of them when a
+ * backend starts), each a few blocks, and announcing them would start
+ * helper threads in every backend for nothing.  Blocks announced recently
+ * are not announced again (TIDs of a leaf often share heap blocks).
  *
  * Announcing is advice only: it reads no page, pins no buffer, takes no
  * lock, and a wrong announcement (a block the scan then does not fetch)
@@ -41,6 +44,7 @@
 
 #include "access/nbtree.h"
 #include "access/nvm_index_ahead.h"
+#include "catalog/catalog.h"
 #include "catalog/pg_am_d.h"
 #include "storage/nvm_prefetch.h"
 #include "storage/nvm_smgr.h"
@@ -54,6 +58,7 @@
 
 struct NvmIndexAhead
 {
+	bool		never;			/* this scan never announces (see above) */
 	BlockNumber last_block;		/* heap block of the previous fetch */
 	int			blocks_seen;	/* heap blocks fetched since (re)start */
 	BlockNumber leaf;			/* index page whose items were announced */
@@ -107,20 +112,25 @@ NvmIndexFetchAhead(IndexScanDesc scan)
 	int			last;
 	int			window = nvm_prefetch_distance;
 
-	if (nvm_prefetch == NVM_PREFETCH_OFF || window == 0 || scan->xs_want_itup ||
-		scan->indexRelation->rd_rel->relam != BTREE_AM_OID ||
-		RelationUsesLocalBuffers(scan->heapRelation))
+	if (nvm_prefetch == NVM_PREFETCH_OFF || window == 0)
 		return;
 
 	if (a == NULL)
 	{
+		/* what cannot change during the scan is decided once */
 		a = MemoryContextAllocZero(GetMemoryChunkContext(scan),
 								   sizeof(NvmIndexAhead));
+		a->never = scan->xs_want_itup ||
+			scan->indexRelation->rd_rel->relam != BTREE_AM_OID ||
+			RelationUsesLocalBuffers(scan->heapRelation) ||
+			IsCatalogRelation(scan->heapRelation);
 		for (int i = 0; i < NVM_AHEAD_RECENT; i++)
 			a->recent[i] = InvalidBlockNumber;
 		scan->xs_nvm_ahead = a;
 		NvmIndexAheadReset(scan);
 	}
+	if (a->never)
+		return;
 	if (blk != a->last_block)
 	{
 		a->last_block = blk;
