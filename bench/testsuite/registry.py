@@ -71,6 +71,11 @@ class GlobalDef:
 #: fresh machine), hence pytest's generous limit.
 GLOBAL_CHECKS: tuple[GlobalDef, ...] = (
     GlobalDef("prefetch", 10 * 60, "make -C prefetch test tsan-test (libnvmprefetch)"),
+    GlobalDef(
+        "checksum_simd",
+        10 * 60,
+        "page checksum variants: unit test, clusters cross-checked (src/test/checksum_simd)",
+    ),
     GlobalDef("pytest", 30 * 60, "pytest -q tests"),
 )
 GLOBAL_LIMITS: dict[str, float] = {g.name: g.limit for g in GLOBAL_CHECKS}

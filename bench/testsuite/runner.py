@@ -18,6 +18,7 @@ from bench import build, osuser, paths, ui
 from bench import cluster as clu
 from bench.testsuite import engines as engines_mod
 from bench.testsuite import model, proc, registry
+from bench.testsuite.checks.checksum_simd import checksum_simd_check
 from bench.testsuite.checks.prefetch_check import prefetch_check
 from bench.testsuite.checks.pytest_check import pytest_check
 from bench.testsuite.context import (
@@ -183,6 +184,8 @@ def _run_global(name: str, run: RunState) -> CheckResult:
             return pytest_check(run.work_root / "pytest.log", limit, run.results_dir)
         if name == "prefetch":
             return prefetch_check(run.work_root, limit, run.results_dir)
+        if name == "checksum_simd":
+            return checksum_simd_check(run, limit)
         raise ValueError(f"unknown global check {name}")
 
     return run_one(name, None, limit, body)
