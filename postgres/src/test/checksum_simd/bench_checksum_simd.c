@@ -7,7 +7,9 @@
  * Times pg_checksum_page_readonly() (what se2 calls for every page it reads
  * in place) with pg_checksum_block_optimized set to each variant this
  * process can run, and upstream's pg_checksum_page() (reference_checksum.h,
- * compiled with checksum.c's flags) as the baseline.
+ * compiled with checksum.c's flags) as the baseline, and a block function
+ * that only XORs the page's words together: the cost of reading the page
+ * (what no checksum can go below; it computes no checksum).
  *
  *	 hot   the same few pages (--hot-pages, default 16 = 128 kB: L2) over
  *		   and over (--hot-reps passes per run)
@@ -48,7 +50,22 @@ typedef struct BenchVariant
 	double		ns[MAX_RUNS];	/* ns per page, one per run */
 	double		ratio[MAX_RUNS];	/* to the scalar variant, same run */
 	uint64		sum;			/* of all checksums computed */
+	bool		checksums;		/* false: the read floor, other values */
 } BenchVariant;
+
+/*
+ * The read floor: XOR of the page's words (vectorized by the compiler with
+ * checksum.c's flags), called like a block function.
+ */
+static uint32
+read_floor(const char *page)
+{
+	uint64		x = 0;
+
+	for (int i = 0; i < BLCKSZ / (int) sizeof(uint64); i++)
+		x ^= ((const uint64 *) page)[i];
+	return (uint32) (x ^ (x >> 32));
+}
 
 static double
 now_ns(void)
@@ -141,7 +158,7 @@ bench(const char *label, BenchVariant *vars, int nvars, char *buf,
 					rmin,
 					rmax;
 
-		if (vars[v].sum != vars[0].sum)
+		if (vars[v].checksums && vars[v].sum != vars[0].sum)
 			pg_fatal("%s: variant %s computed other checksums than %s",
 					 label, vars[v].name, vars[0].name);
 		stats(vars[v].ns, runs, &med, &min, &max);
@@ -198,9 +215,10 @@ main(int argc, char **argv)
 			pg_fatal("could not pin to CPU %d: %m", cpu);
 	}
 
-	/* the variants: upstream's page function, then ours (a chosen one first) */
+	/* upstream's page function, ours (narrowest first), the read floor */
 	(void) pg_checksum_impl_chosen();
-	vars = palloc0(sizeof(BenchVariant) * (PG_CHECKSUM_IMPL_COUNT + 1));
+	vars = palloc0(sizeof(BenchVariant) * (PG_CHECKSUM_IMPL_COUNT + 2));
+	vars[nvars].checksums = true;
 	vars[nvars++].name = "upstream pg_checksum_page";
 	for (int i = 0; i < PG_CHECKSUM_IMPL_COUNT; i++)
 	{
@@ -209,8 +227,11 @@ main(int argc, char **argv)
 		if (fn == NULL)
 			continue;
 		vars[nvars].name = pg_checksum_impl_name((PgChecksumImpl) i);
+		vars[nvars].checksums = true;
 		vars[nvars++].block = fn;
 	}
+	vars[nvars].name = "read floor (no checksum)";
+	vars[nvars++].block = read_floor;
 
 	/* random, not new pages; the cold buffer's pages in a random order */
 	cold_pages = (int) ((int64) cold_mb * 1024 * 1024 / BLCKSZ);
