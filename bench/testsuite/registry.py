@@ -68,6 +68,11 @@ GLOBAL_CHECKS: tuple[GlobalDef, ...] = (
         10 * 60,
         "make -C storagebench test (paper 004's storage microbenchmarks: paths, logs, CLI)",
     ),
+    GlobalDef(
+        "checksum_simd",
+        10 * 60,
+        "page checksum variants: unit test, clusters cross-checked (src/test/checksum_simd)",
+    ),
     GlobalDef("pytest", 30 * 60, "pytest -q tests"),
 )
 GLOBAL_LIMITS: dict[str, float] = {g.name: g.limit for g in GLOBAL_CHECKS}

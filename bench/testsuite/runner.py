@@ -18,6 +18,7 @@ from bench.core import cluster as clu
 from bench.testsuite import model, proc, registry, settings
 from bench.testsuite.checks.amcheck import amcheck
 from bench.testsuite.checks.checksum import checksum
+from bench.testsuite.checks.checksum_simd import checksum_simd_check
 from bench.testsuite.checks.cow import cow
 from bench.testsuite.checks.crash import crash
 from bench.testsuite.checks.differential import differential
@@ -214,6 +215,8 @@ def _run_global(name: str, run: RunState) -> CheckResult:
             return prefetch_check(run.work_root, limit, run.results_dir)
         if name == "storagebench":
             return storagebench_check(run.work_root, limit, run.results_dir)
+        if name == "checksum_simd":
+            return checksum_simd_check(run, limit)
         raise ValueError(f"unknown global check {name}")
 
     return run_one(name, None, limit, body)
