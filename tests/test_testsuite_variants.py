@@ -19,28 +19,43 @@ def test_variants() -> None:
     assert not engines.variant("se2").is_reference
     with pytest.raises(ValueError, match="se3"):
         engines.variant("se3")
+    walpmem = engines.variant("base+walpmem")
+    assert walpmem.engine == "base" and walpmem.wal_pmem and walpmem.writes_wal
+    assert not walpmem.is_reference and not helper.wal_pmem and not helper.writes_wal
     assert engines.with_variants(["base", "se1", "se2"]) == [
         "base",
+        "base+walpmem",
         "se1",
         "se2",
         "se2+inline",
         "se2+helper",
     ]
-    assert engines.with_variants(["base", "se1"]) == ["base", "se1"]
-    assert set(engines.KNOWN) == {"base", "se1", "se2", "se2+inline", "se2+helper"}
+    assert engines.with_variants(["base", "se1"]) == ["base", "base+walpmem", "se1"]
+    assert set(engines.KNOWN) == {
+        "base",
+        "se1",
+        "se2",
+        "base+walpmem",
+        "se2+inline",
+        "se2+helper",
+    }
 
 
 def test_default_engines_add_se2s_variants(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(engines, "probe", lambda bindir, e: (True, e))
     assert engines.default_engines(Path("/x"))[0] == [
         "base",
+        "base+walpmem",
         "se1",
         "se2",
         "se2+inline",
         "se2+helper",
     ]
     monkeypatch.setattr(engines, "probe", lambda bindir, e: (False, "no"))
-    assert engines.default_engines(Path("/x")) == (["base", "se1"], {"se2": "no"})
+    assert engines.default_engines(Path("/x")) == (
+        ["base", "base+walpmem", "se1"],
+        {"se2": "no"},
+    )
 
 
 def test_engine_env_of_a_variant(tmp_path: Path) -> None:

@@ -30,6 +30,8 @@ class Variant:
     label: str
     engine: str
     settings: tuple[tuple[str, str], ...] = ()
+    #: the variant changes how WAL is written (nvm_wal): recovery is checked on it too
+    writes_wal: bool = False
 
     @property
     def slug(self) -> str:
@@ -41,6 +43,11 @@ class Variant:
         return dict(self.settings)
 
     @property
+    def wal_pmem(self) -> bool:
+        """WAL is written through libpmem2 mappings (``nvm_wal = pmem``)."""
+        return self.settings_dict.get("nvm_wal") == "pmem"
+
+    @property
     def is_reference(self) -> bool:
         """Stock base with no extra settings: its answers are what the others must give."""
         return self.engine == "base" and not self.settings
@@ -48,6 +55,7 @@ class Variant:
 
 #: Variants of an engine, named ``<engine>+<what>``: run after the engine itself.
 VARIANTS: tuple[Variant, ...] = (
+    Variant("base+walpmem", "base", (("nvm_wal", "pmem"),), writes_wal=True),
     Variant("se2+inline", "se2", (("nvm_prefetch", "inline"),)),
     Variant("se2+helper", "se2", (("nvm_prefetch", "helper"), ("nvm_prefetch_mapping", "m1"))),
 )

@@ -18,6 +18,7 @@ from bench.testsuite.checks.redirect import redirect
 from bench.testsuite.checks.strace_check import strace
 from bench.testsuite.checks.stress import stress
 from bench.testsuite.checks.truncated import truncated
+from bench.testsuite.checks.wal_pmem import wal_pmem
 from bench.testsuite.context import EngineEnv
 
 CheckFunc = Callable[[EngineEnv, float], str]
@@ -58,10 +59,16 @@ ENGINE_CHECKS: tuple[CheckDef, ...] = (
     CheckDef("stress", stress, 6 * 60, "concurrent writers/readers/VACUUM; digest = base's"),
     CheckDef("crash", crash, 10 * 60, "kill -9 under load; acknowledged commits survive"),
     CheckDef(
+        "wal_pmem",
+        wal_pmem,
+        5 * 60,
+        "nvm_wal = pmem: granularity logged/forced, WAL records = file's, unmappable pg_wal FATAL",
+    ),
+    CheckDef(
         "tap_recovery",
         tap_recovery,
         15 * 60,
-        "PostgreSQL's recovery TAP suite, engine in TEMP_CONFIG (storage engines, not variants)",
+        "PostgreSQL's recovery TAP suite, engine in TEMP_CONFIG (engines and base+walpmem)",
     ),
 )
 

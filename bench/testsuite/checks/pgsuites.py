@@ -71,9 +71,12 @@ def tap_recovery(env: EngineEnv, limit: float) -> str:
     engine in every cluster the suite creates: the engine's settings go into TEMP_CONFIG,
     which PostgreSQL::Test::Cluster appends to each postgresql.conf.
 
-    Runs once per storage engine: the prefetch variants of se2 change nothing recovery does.
+    Runs once per storage engine, and for variants that change how WAL is written
+    (``base+walpmem``: nvm_wal = pmem in every primary and standby; standbys are made from
+    a primary's backup, postgresql.conf included); the prefetch variants of se2 change
+    nothing recovery does.
     """
-    if env.label != env.engine:
+    if env.label != env.engine and not env.variant.writes_wal:
         raise CheckSkipped(f"recovery is the same as {env.engine}'s (run there)")
     tree = env.run.tree / "src/test/recovery"
     if not tree.is_dir():
