@@ -213,7 +213,7 @@ def test_test_list_shows_the_plan(home: Path, capsys: pytest.CaptureFixture) -> 
     assert cli.main(["test", "--configs", "nvm_base_worker,nvm_se2_m1", "--list"]) == 0
     out = capsys.readouterr().out
     assert "configurations (as given):" in out and "nvm_se1" not in out
-    assert "2 configurations x 17 checks + 4 once" in out
+    assert "2 configurations x 18 checks + 4 once" in out
 
 
 def test_list_configs_of_every_job(home: Path, capsys: pytest.CaptureFixture) -> None:
@@ -233,7 +233,10 @@ def test_help_names_the_configurations(capsys: pytest.CaptureFixture) -> None:
     for name in configs.NAMES:
         if name != "mem_limit":
             assert name in out, name
-    assert "Default: nvm_base_worker, nvm_se1, plus nvm_se2, nvm_se2_inline, nvm_se2_m1" in out
+    assert (
+        "Default: nvm_base_worker, nvm_base_walpmem, nvm_se1, plus nvm_se2, nvm_se2_inline, "
+        "nvm_se2_m1, nvm_se2_walpmem" in out
+    )
 
 
 def test_core_commands_stay_light() -> None:

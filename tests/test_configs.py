@@ -24,6 +24,9 @@ NAMES = (
     "nvm_se2_m1",
     "nvm_se2_m2",
     "nvm_se2_m3",
+    "nvm_base_walpmem",
+    "nvm_se1_walpmem",
+    "nvm_se2_walpmem",
     "mem_limit",
 )
 
@@ -34,6 +37,7 @@ def test_config_table() -> None:
     for c in configs.CONFIGS:
         assert c.engine in configs.ENGINES and c.storage in ("nvm", "disk"), c
         assert c.doc and c.settings.get("io_method"), c
+        assert c.writes_wal_pmem == (c.settings.get("nvm_wal") == "pmem"), c
     assert configs.REFERENCE in names and configs.CEILING in names and configs.DISK in names
     assert configs.BY_NAME["disk_base"].drop_caches
     assert not configs.BY_NAME["nvm_se1"].drop_caches
@@ -76,15 +80,22 @@ def test_resolve_configs() -> None:
 
 
 def test_job_defaults() -> None:
-    # tpch: every configuration (as before the catalogue)
-    assert tpch.DEFAULT_CONFIGS == NAMES
+    # tpch: every configuration but the write-path ones (nvm_wal = pmem)
+    assert tpch.DEFAULT_CONFIGS == tuple(n for n in NAMES if not n.endswith("_walpmem"))
+    assert all(configs.BY_NAME[n].writes_wal_pmem == n.endswith("_walpmem") for n in NAMES)
     for n in ("nvm_base_worker", "nvm_se2", "nvm_se2_inline", "nvm_se2_m1", "mem_limit"):
         assert n in tpch.DEFAULT_CONFIGS
     # micro scan: base (io_method worker), se1, se2
     assert micro.DEFAULT_CONFIGS == ("nvm_base_worker", "nvm_se1", "nvm_se2")
-    # test: base, se1, then se2, se2+inline, se2+helper when the server has se2
-    assert test_settings.DEFAULT_CONFIGS == ("nvm_base_worker", "nvm_se1")
-    assert test_settings.WITH_SE2 == ("nvm_se2", "nvm_se2_inline", "nvm_se2_m1")
+    # test: base, base with WAL on pmem, se1, then se2, its prefetch variants and se2 with
+    # WAL on pmem when the server has se2
+    assert test_settings.DEFAULT_CONFIGS == ("nvm_base_worker", "nvm_base_walpmem", "nvm_se1")
+    assert test_settings.WITH_SE2 == (
+        "nvm_se2",
+        "nvm_se2_inline",
+        "nvm_se2_m1",
+        "nvm_se2_walpmem",
+    )
     for names in (tpch.DEFAULT_CONFIGS, micro.DEFAULT_CONFIGS, test_settings.DEFAULT_CONFIGS):
         configs.resolve(names)
 
@@ -210,14 +221,17 @@ def test_availability_topology_then_server(tmp_path: Path) -> None:
     assert av["nvm_se2_m3"].available is False and "no second-stage helper" in av["nvm_se2_m3"].why
     assert av["nvm_se2_m1"] == configs.AVAILABLE
     assert av["nvm_se1"] == configs.Verdict(False, "se1 is not in this build")
-    assert all(
-        av[n].available is True for n in NAMES if n not in ("nvm_se1", "nvm_se2_m2", "nvm_se2_m3")
-    )
+    assert av["nvm_se1_walpmem"] == configs.Verdict(False, "se1 is not in this build")
+    refused = ("nvm_se1", "nvm_se1_walpmem", "nvm_se2_m2", "nvm_se2_m3")
+    assert all(av[n].available is True for n in NAMES if n not in refused)
     lines = configs.listing(tpch.DEFAULT_CONFIGS, av, common)
     text = "\n".join(lines)
     assert "nvm_se2_m2\n" in text and "available: NO: nvmprefetch: scheme M2" in text
     assert "available: NO: se1 is not in this build" in text
-    assert "(not in the default set)" not in text
+    # the write-path configurations are the only ones tpch runs only by name
+    assert text.count("(not in the default set)") == 3
+    for n in ("nvm_base_walpmem", "nvm_se1_walpmem", "nvm_se2_walpmem"):
+        assert f"{n}  (not in the default set)" in text
     assert lines[-1].startswith("common settings (all configurations): shared_buffers=128MB")
     listed = configs.listing(micro.DEFAULT_CONFIGS, None, {}, {"disk_base": "data on disk"})
     assert "disk_base  (not in the default set)" in listed

@@ -34,6 +34,7 @@ def test_select_everything_by_default() -> None:
         "prefetch_lifecycle",
         "stress",
         "crash",
+        "wal_pmem",
         "tap_recovery",
     ]
 

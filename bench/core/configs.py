@@ -74,6 +74,11 @@ class Config:
         return self.settings.get("nvm_prefetch_mapping", "m1")
 
     @property
+    def writes_wal_pmem(self) -> bool:
+        """WAL is written through libpmem2 mappings (``nvm_wal = pmem``)."""
+        return self.settings.get("nvm_wal", "file") == "pmem"
+
+    @property
     def is_reference(self) -> bool:
         """Stock base without extra settings: the answers the others must give."""
         return self.name == REFERENCE
@@ -155,6 +160,27 @@ CONFIGS: tuple[Config, ...] = (
         "SE2 + two-stage helpers: another core faults pages in, the SMT sibling prefetches "
         "(mapping M3; needs SMT and a second core)",
         {**_WORKER, "nvm_prefetch": "helper", "nvm_prefetch_mapping": "m3"},
+    ),
+    Config(
+        "nvm_base_walpmem",
+        "base",
+        "nvm",
+        "stock PostgreSQL on emulated NVM, WAL written through libpmem2 mappings (nvm_wal = pmem)",
+        {**_WORKER, "nvm_wal": "pmem"},
+    ),
+    Config(
+        "nvm_se1_walpmem",
+        "se1",
+        "nvm",
+        "SE1, WAL written through libpmem2 mappings (nvm_wal = pmem)",
+        {**_WORKER, "nvm_wal": "pmem"},
+    ),
+    Config(
+        "nvm_se2_walpmem",
+        "se2",
+        "nvm",
+        "SE2, WAL written through libpmem2 mappings (nvm_wal = pmem)",
+        {**_WORKER, "nvm_wal": "pmem"},
     ),
     Config(
         "mem_limit",

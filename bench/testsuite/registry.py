@@ -44,6 +44,11 @@ ENGINE_CHECKS: tuple[CheckDef, ...] = (
     CheckDef("stress", 6 * 60, "concurrent writers/readers/VACUUM; digest = base's"),
     CheckDef("crash", 10 * 60, "kill -9 under load; acknowledged commits survive"),
     CheckDef(
+        "wal_pmem",
+        5 * 60,
+        "nvm_wal = pmem: granularity logged/forced, WAL records = file's, unmappable pg_wal FATAL",
+    ),
+    CheckDef(
         "tap_recovery",
         15 * 60,
         "PostgreSQL's recovery TAP suite, engine in TEMP_CONFIG (not for prefetch variants)",

@@ -33,6 +33,7 @@ from bench.testsuite.checks.storagebench_check import storagebench_check
 from bench.testsuite.checks.strace_check import strace
 from bench.testsuite.checks.stress import stress
 from bench.testsuite.checks.truncated import truncated
+from bench.testsuite.checks.wal_pmem import wal_pmem
 from bench.testsuite.context import (
     PORT_BASE,
     EngineEnv,
@@ -64,6 +65,7 @@ CHECK_FUNCS: dict[str, CheckFunc] = {
     "prefetch_lifecycle": prefetch_lifecycle,
     "stress": stress,
     "crash": crash,
+    "wal_pmem": wal_pmem,
     "tap_recovery": tap_recovery,
 }
 

@@ -25,9 +25,9 @@ BASE_SETTINGS: dict[str, str] = {
 }
 
 #: always run by default (se1 fails loudly, in setup, until the server has it)
-DEFAULT_CONFIGS: tuple[str, ...] = ("nvm_base_worker", "nvm_se1")
+DEFAULT_CONFIGS: tuple[str, ...] = ("nvm_base_worker", "nvm_base_walpmem", "nvm_se1")
 #: run by default when the built server accepts se2: se2 and its prefetch variants
-WITH_SE2: tuple[str, ...] = ("nvm_se2", "nvm_se2_inline", "nvm_se2_m1")
+WITH_SE2: tuple[str, ...] = ("nvm_se2", "nvm_se2_inline", "nvm_se2_m1", "nvm_se2_walpmem")
 
 
 #: Configurations of the catalogue the checks cannot run: name -> why.

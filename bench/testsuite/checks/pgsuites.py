@@ -72,7 +72,9 @@ def tap_recovery(env: EngineEnv, limit: float) -> str:
     which PostgreSQL::Test::Cluster appends to each postgresql.conf.
 
     Skipped for the prefetch variants of se2 (nvm_prefetch inline or helper): they change
-    nothing recovery does.
+    nothing recovery does. Configurations that change how WAL is written (``nvm_wal =
+    pmem``) run it: every primary and standby writes WAL through libpmem2 (standbys are made
+    from a primary's backup, postgresql.conf included).
     """
     if env.config.prefetch != "off":
         raise CheckSkipped(f"recovery is the same as {env.engine}'s (run there)")

@@ -7,7 +7,8 @@
  * storage engines (storage/nvm_stats.h, nvm_stats.c); pgnvm_buffers() reports
  * which shared buffers are redirected (se2), to be joined with
  * pg_buffercache on bufferid; pgnvm_prefetch() describes the calling
- * process's prefetch helper threads.
+ * process's prefetch helper threads; pgnvm_wal() (1.2) how WAL is written
+ * (nvm_wal, access/nvm_wal.h).
  *
  * Portions Copyright (c) 2026, pgnvm developers
  *
@@ -19,6 +20,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/nvm_wal.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include <nvmprefetch.h>
@@ -198,6 +200,45 @@ pgnvm_prefetch(PG_FUNCTION_ARGS)
 		values[12] = Int64GetDatum((int64) st.fault_errors);
 		values[13] = Float8GetDatum((double) st.helper_cpu_ns / 1e6);
 	}
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * pgnvm_wal -- how this server writes WAL (nvm_wal): the mode, the store
+ * granularity libpmem2 found in pg_wal at server start (NULL with file),
+ * PMEM2_FORCE_GRANULARITY if set, and the counters of the pmem write path
+ * summed over all processes since start (access/nvm_wal.h).
+ */
+PG_FUNCTION_INFO_V1(pgnvm_wal);
+
+Datum
+pgnvm_wal(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[9];
+	bool		nulls[9] = {0};
+	NvmWalInfo	info;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	NvmWalGetInfo(&info);
+	values[0] = CStringGetTextDatum(nvm_wal_options[info.mode].name);
+	if (info.granularity == NVM_WAL_GRAN_NONE)
+		nulls[1] = true;
+	else
+		values[1] = CStringGetTextDatum(NvmWalGranularityName(info.granularity));
+	if (info.forced == NULL)
+		nulls[2] = true;
+	else
+		values[2] = CStringGetTextDatum(info.forced);
+	values[3] = Int64GetDatum((int64) info.bytes_written);
+	values[4] = Int64GetDatum((int64) info.copies);
+	values[5] = Int64GetDatum((int64) info.persists);
+	values[6] = Int64GetDatum((int64) info.mappings);
+	values[7] = Int64GetDatum((int64) info.mapping_failures);
+	values[8] = Float8GetDatum((double) info.populate_usec / 1000.0);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

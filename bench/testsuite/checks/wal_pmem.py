@@ -1,0 +1,242 @@
+"""wal_pmem: WAL written through libpmem2 mappings (nvm_wal = pmem, configuration nvm_base_walpmem).
+
+Three parts, each on the configuration's cluster:
+
+* granularity: the server logged the store granularity libpmem2 found in pg_wal and
+  pgnvm_wal() reports the same; restarted with PMEM2_FORCE_GRANULARITY=CACHE_LINE it logs
+  and reports "cache line" (forced) and writes WAL through the forced path.
+* waldump: one deterministic single-session workload run with nvm_wal = file, then with
+  nvm_wal = pmem; pg_waldump parses both ranges, and the record counts per record type
+  agree (the bgwriter's timer-driven Standby records aside).
+* unmappable (root, bindfs): pg_wal on a FUSE file system mounted with direct_io, which
+  refuses shared writable mappings: the server does not start, with a FATAL naming the
+  directory and the reason; with nvm_wal = file the same pg_wal works.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from bench.core import cluster as clu
+from bench.core import osuser
+from bench.testsuite import errmatch, walstats
+from bench.testsuite.context import EngineEnv
+from bench.testsuite.model import CheckFailed, CheckSkipped
+from bench.testsuite.proc import is_root
+
+FORCE_ENV = "PMEM2_FORCE_GRANULARITY"
+_LOG_RE = re.compile(
+    r"LOG:  nvm_wal = pmem: WAL in \"(?P<dir>[^\"]+)\" is written through libpmem2 mappings, "
+    r"store granularity (?P<gran>byte|cache line|page)(?P<forced> \(forced by [^)]*\))?"
+)
+WORKLOAD_ROWS = 20_000
+SMALL_COMMITS = 300
+
+
+@contextlib.contextmanager
+def _environ(name: str, value: str) -> Iterator[None]:
+    """``name=value`` in this process's environment (servers started meanwhile inherit it)."""
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
+def _pgnvm_wal(env: EngineEnv) -> dict[str, Any]:
+    with env.server.connect() as c:
+        c.execute("CREATE EXTENSION IF NOT EXISTS pgnvm")
+        cur = c.execute("SELECT * FROM pgnvm_wal()")
+        row = cur.fetchone()
+        assert row is not None and cur.description is not None
+        return {d.name: v for d, v in zip(cur.description, row, strict=True)}
+
+
+def _logged(text: str) -> re.Match[str]:
+    found = list(_LOG_RE.finditer(text))
+    if not found:
+        raise CheckFailed(f"no 'nvm_wal = pmem: ... store granularity' LOG line:\n{text[-1500:]}")
+    return found[-1]
+
+
+def _granularity(env: EngineEnv) -> str:
+    """The logged granularity is pgnvm_wal()'s; PMEM2_FORCE_GRANULARITY=CACHE_LINE forces it."""
+    first = _logged(env.server.log_since(0))
+    info = _pgnvm_wal(env)
+    if info["mode"] != "pmem" or info["granularity"] != first.group("gran"):
+        raise CheckFailed(f"pgnvm_wal() says {info}, the log says {first.group(0)!r}")
+    if first.group("dir") != str(env.server.cluster.datadir / "pg_wal"):
+        raise CheckFailed(f"the LOG line names {first.group('dir')!r}, not pg_wal")
+    offset = env.server.log_offset()
+    try:
+        with _environ(FORCE_ENV, "CACHE_LINE"):
+            env.server.restart()
+        forced = _logged(env.server.log_since(offset))
+        before = _pgnvm_wal(env)
+        with env.server.connect() as c:
+            c.execute("DROP TABLE IF EXISTS wal_pmem_forced")
+            c.execute("CREATE TABLE wal_pmem_forced (a int)")
+            for i in range(50):
+                c.execute("INSERT INTO wal_pmem_forced VALUES (%s)", (i,))
+            n = c.execute("SELECT count(*) FROM wal_pmem_forced").fetchone()
+            c.execute("DROP TABLE wal_pmem_forced")
+        after = _pgnvm_wal(env)
+    finally:
+        env.server.restart()  # without the variable again
+    if forced.group("gran") != "cache line" or not forced.group("forced"):
+        raise CheckFailed(f"with {FORCE_ENV}=CACHE_LINE the server logged {forced.group(0)!r}")
+    if (before["granularity"], before["forced_granularity"]) != ("cache line", "CACHE_LINE"):
+        raise CheckFailed(f"with {FORCE_ENV}=CACHE_LINE pgnvm_wal() says {before}")
+    grew = {k: int(after[k]) - int(before[k]) for k in ("bytes_written", "copies", "persists")}
+    if n != (50,) or min(grew.values()) <= 0:
+        raise CheckFailed(f"forced cache line: rows {n}, counters grew by {grew}")
+    back = _logged(env.server.log_since(offset))
+    if back.group("forced"):
+        raise CheckFailed(f"after the restart without {FORCE_ENV}: {back.group(0)!r}")
+    return (
+        f"granularity {first.group('gran')} (logged = pgnvm_wal()); forced: "
+        f"{forced.group('gran')}, 50 commits: {grew['copies']} copies, "
+        f"{grew['persists']} persists"
+    )
+
+
+def _workload(env: EngineEnv, table: str) -> tuple[str, str]:
+    """The deterministic single-session workload on a fresh table; its WAL range."""
+    with env.server.connect() as c:
+        c.execute(f"DROP TABLE IF EXISTS {table}")
+        c.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, v text)")
+        c.execute("CHECKPOINT")
+        start = c.execute("SELECT pg_current_wal_insert_lsn()").fetchone()
+        c.execute(
+            f"INSERT INTO {table} SELECT g, repeat('x', g % 97) "
+            f"FROM generate_series(1, {WORKLOAD_ROWS}) g"
+        )
+        c.execute(f"UPDATE {table} SET v = v || 'y' WHERE id % 7 = 0")
+        c.execute(f"DELETE FROM {table} WHERE id % 11 = 0")
+        for i in range(SMALL_COMMITS):
+            c.execute(f"INSERT INTO {table} VALUES (%s, 'small')", (WORKLOAD_ROWS + 1 + i,))
+        end = c.execute("SELECT pg_current_wal_insert_lsn()").fetchone()
+    assert start is not None and end is not None
+    return str(start[0]), str(end[0])
+
+
+def _dump_stats(env: EngineEnv, start: str, end: str, name: str) -> dict[str, int]:
+    ran = env.run_tool(
+        [
+            env.tool("pg_waldump"),
+            "--stats=record",
+            "-p",
+            str(env.server.cluster.datadir / "pg_wal"),
+            "-s",
+            start,
+            "-e",
+            end,
+        ],
+        timeout=120,
+        log_name=f"wal_pmem-waldump-{name}.log",
+    )
+    if ran.returncode != 0 or "error" in ran.output:
+        raise CheckFailed(f"pg_waldump of the {name} range {start}..{end}:\n{ran.tail()}")
+    return walstats.counts(walstats.parse_stats(ran.output))
+
+
+def _waldump(env: EngineEnv) -> str:
+    """Same workload with nvm_wal = file and = pmem: same records, per record type."""
+    stats: dict[str, dict[str, int]] = {}
+    try:
+        for mode in ("file", "pmem"):
+            with env.server.temporary({"nvm_wal": mode, "autovacuum": "off"}):
+                env.server.restart()
+                start, end = _workload(env, f"wal_cmp_{mode}")
+                stats[mode] = _dump_stats(env, start, end, mode)
+                with env.server.connect() as c:
+                    c.execute(f"DROP TABLE wal_cmp_{mode}")
+    finally:
+        env.server.restart()  # the configuration's own settings (nvm_wal = pmem) again
+    diff = walstats.differences(stats["file"], stats["pmem"], ("file", "pmem"))
+    if diff:
+        raise CheckFailed("record counts differ: " + "; ".join(diff))
+    total = sum(stats["pmem"].values())
+    return f"pg_waldump: {total} records of {len(stats['pmem'])} types, file = pmem"
+
+
+def _umount(path: Path) -> None:
+    subprocess.run(["umount", str(path)], check=False, capture_output=True)
+
+
+def _unmappable(env: EngineEnv) -> str:
+    """pg_wal on FUSE with direct_io (no shared writable mmap): FATAL at start, not later."""
+    bindfs = shutil.which("bindfs")
+    if not is_root() or bindfs is None or not Path("/dev/fuse").exists():
+        return "unmappable pg_wal: not run (needs root, /dev/fuse and bindfs)"
+    datadir = env.server.cluster.datadir
+    wal = datadir / "pg_wal"
+    real = datadir / "pg_wal.fuse-source"
+    mnt = env.workdir / "walfuse"
+    env.server.cluster.stop("fast")
+    mounted = False
+    try:
+        wal.rename(real)
+        osuser.ensure_dir(mnt)
+        r = subprocess.run(
+            [bindfs, "--create-as-user", "-o", "direct_io", str(real), str(mnt)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if r.returncode != 0:
+            raise CheckFailed(f"bindfs -o direct_io failed: {r.stderr.strip()}")
+        mounted = True
+        wal.symlink_to(mnt)
+        offset = env.server.log_offset()
+        try:
+            env.server.cluster.start()
+        except clu.ClusterError:
+            pass
+        else:
+            raise CheckFailed("the server started with pg_wal on a FUSE direct_io mount")
+        log = env.server.log_since(offset)
+        want = f'"nvm_wal" = pmem: WAL files in directory "{wal}" cannot be mapped with libpmem2'
+        fatal = next((ln for ln in log.splitlines() if "FATAL:" in ln), "")
+        if want not in fatal or "No such device" not in fatal:
+            raise CheckFailed(f"expected a FATAL naming {wal} and the reason, got:\n{log[-1500:]}")
+        problems = errmatch.log_problems(log)
+        if problems or env.server.cluster.is_running():
+            raise CheckFailed(f"server state after the refused start: {problems}")
+        with env.server.temporary({"nvm_wal": "file"}):
+            env.server.cluster.start()
+            with env.server.connect() as c:
+                c.execute("CREATE TABLE wal_fuse (a int)")
+                c.execute("INSERT INTO wal_fuse SELECT generate_series(1, 1000)")
+                c.execute("CHECKPOINT")
+                c.execute("DROP TABLE wal_fuse")
+            env.server.cluster.stop("fast")
+    finally:
+        env.server.cluster.stop("immediate")
+        if wal.is_symlink():
+            wal.unlink()
+        if mounted:
+            _umount(mnt)
+        if real.is_dir() and not wal.exists():
+            real.rename(wal)
+        with contextlib.suppress(OSError):
+            mnt.rmdir()
+        env.server.cluster.start()
+    return f"unmappable pg_wal refused at start: {fatal.split('FATAL:', 1)[1].strip()!r}"
+
+
+def wal_pmem(env: EngineEnv, limit: float) -> str:
+    if not env.config.writes_wal_pmem:
+        raise CheckSkipped("nvm_wal = file here: WAL is written as stock PostgreSQL writes it")
+    return "; ".join((_granularity(env), _waldump(env), _unmappable(env)))

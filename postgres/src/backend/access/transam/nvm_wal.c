@@ -1,0 +1,614 @@
+/*-------------------------------------------------------------------------
+ *
+ * nvm_wal.c
+ *	  pgnvm: WAL segments written through libpmem2 mappings (nvm_wal = pmem).
+ *
+ * With nvm_wal = pmem, XLogWrite() (xlog.c, patch 0013) hands three things
+ * to this file instead of doing them with system calls:
+ *
+ *	1. When it opens a segment for writing (XLogFileInit() at a segment
+ *	   switch, XLogFileOpen() otherwise), nvm_wal_open() maps the whole
+ *	   segment with pmem2_map_new() (MAP_SHARED, MAP_SYNC where the file
+ *	   system offers it) and pre-faults, writable, every page this process
+ *	   can still write (MADV_POPULATE_WRITE from the page being written to
+ *	   the end), so that commits take no first-touch page faults.  The
+ *	   mapping lives as long as XLogWrite()'s descriptor: XLogFileClose()
+ *	   unmaps it (segment switch, XLogBackgroundFlush() of an idle segment).
+ *
+ *	2. Instead of pg_pwrite(), nvm_wal_write() copies the WAL pages into
+ *	   the mapping with pmem2's memcpy (non-temporal stores, no flush, no
+ *	   drain per page) and then drains once: one fence per XLogWrite() copy,
+ *	   which covers every page of it.
+ *
+ *	3. Where stock PostgreSQL calls issue_xlog_fsync() for the segment
+ *	   (XLogWrite() finishing a segment, and its flush step, reached from
+ *	   XLogFlush(), XLogBackgroundFlush() and every other flush),
+ *	   nvm_wal_persist() makes the range written since the last flush
+ *	   durable through this process's mapping: one persist.
+ *
+ * Who makes which bytes durable when.  XLogWrite() runs under WALWriteLock,
+ * and the bytes between the shared flush pointer and the shared write
+ * pointer may have been copied by another process, through that process's
+ * mapping, before this one persists them.  The persist covers them anyway:
+ *
+ *	- page granularity (tmpfs, a disk file system, DAX without MAP_SYNC):
+ *	  the mapping maps the file's page-cache pages, so stores by any process
+ *	  dirty the same pages; persist is msync(MS_SYNC) of the range, which on
+ *	  Linux is vfs_fsync_range() of the file and writes back every dirty
+ *	  page in it, whoever dirtied it (exactly what fdatasync() does for the
+ *	  whole file).
+ *	- cache-line granularity (DAX with MAP_SYNC): the persist flushes every
+ *	  cache line of the range (CLWB/CLFLUSHOPT act on the line in whichever
+ *	  cache holds it) and fences.  Non-temporal stores bypass the caches but
+ *	  sit in the write-combining buffers of the CPU that issued them, which
+ *	  no other CPU's fence drains; that is why each copy drains before
+ *	  XLogWrite() returns and WALWriteLock is released.
+ *	- byte granularity (eADR): caches are persistent; the fences suffice.
+ *
+ * Segment creation, recycling and removal are xlog.c's, unchanged: a new
+ * segment is zero-filled (or, with wal_init_zero = off, has its last byte
+ * written) and fsync'ed before it is renamed into place, exactly as with
+ * nvm_wal = file; the pre-faulting then allocates any block still missing.
+ *
+ * Why a store into a mapping cannot raise SIGBUS.  A store through a
+ * MAP_SHARED mapping faults with SIGBUS where write() would return an error:
+ * beyond the end of the file, or in a hole the file system cannot fill.
+ * (a) The mapping never extends past the end of the file: a WAL segment has
+ * its full size from the moment it is renamed into place (XLogFileInit()),
+ * and PostgreSQL never truncates one; it recycles (renames) or unlinks whole
+ * segments, and only segments before the checkpoint's redo pointer, never
+ * one being written (a descriptor on an unlinked or renamed file keeps the
+ * file and its length).  (b) Every page this process will store to was
+ * populated writable by MADV_POPULATE_WRITE when the segment was mapped; on
+ * a page the file system cannot provide (ENOSPC, I/O error) that call fails
+ * with an error code instead of a signal, and the segment is then written
+ * with pg_pwrite() as with nvm_wal = file, whose error is PostgreSQL's own.
+ * XLogWrite() only writes at or after the page it opened the segment at.
+ * Only a file changed behind the server's back (truncated by hand,
+ * copy-on-write file systems under space pressure) could still fault, and
+ * so can a stock server's mmap of such a file.
+ *
+ * At server start (postmaster, single-user mode), NvmWalStartup() refuses
+ * what cannot work: O_DIRECT WAL (debug_io_direct = wal) bypasses the page
+ * cache the mappings share, and a pg_wal whose file system refuses a shared
+ * writable mapping, or does not show through read() what was stored through
+ * a mapping, is a FATAL naming the directory and the reason.  It logs the
+ * store granularity pmem2 found there, which pgnvm_wal() (contrib/pgnvm)
+ * reports along with the counters below.
+ *
+ * wal_sync_method does not matter with nvm_wal = pmem: the segment's data
+ * are made durable by the persist, and the O_SYNC/O_DSYNC the descriptor may
+ * carry only affects write(), which is not used.  fsync = off skips the
+ * persists, as it skips issue_xlog_fsync().
+ *
+ * Portions Copyright (c) 2026, pgnvm developers
+ *
+ * IDENTIFICATION
+ *	  src/backend/access/transam/nvm_wal.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <libpmem2.h>
+
+#include "access/nvm_wal.h"
+#include "access/xlog.h"
+#include "access/xlog_internal.h"
+#include "common/file_perm.h"
+#include "common/file_utils.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "port/atomics.h"
+#include "portability/instr_time.h"
+#include "storage/fd.h"
+#include "storage/shmem.h"
+#include "utils/wait_event.h"
+
+/* the setting */
+int			nvm_wal = NVM_WAL_FILE;
+
+const struct config_enum_entry nvm_wal_options[] = {
+	{"file", NVM_WAL_FILE, false},
+	{"pmem", NVM_WAL_PMEM, false},
+	{NULL, 0, false}
+};
+
+/* the descriptor of the mapped segment (see NvmWalIsMapped()), or -1 */
+int			NvmWalMappedFd = -1;
+
+/*
+ * What the probe at server start found in pg_wal; set in the postmaster (or
+ * the single-user backend) and inherited by every child.
+ */
+static NvmWalGranularity nvm_wal_granularity = NVM_WAL_GRAN_NONE;
+
+/* the mapping of this process's open WAL segment */
+typedef struct NvmWalMapping
+{
+	int			fd;				/* XLogWrite()'s descriptor, -1 if none */
+	XLogSegNo	segno;
+	TimeLineID	tli;
+	struct pmem2_map *map;
+	char	   *base;			/* first byte of the segment */
+	enum pmem2_granularity granularity;
+	pmem2_memcpy_fn memcpy_fn;
+	pmem2_persist_fn persist_fn;
+	pmem2_drain_fn drain_fn;
+} NvmWalMapping;
+
+static NvmWalMapping nvm_wal_seg = {.fd = -1};
+
+/* the OS page size, msync()'s unit (set by NvmWalStartup()) */
+static size_t nvm_wal_page_size = 4096;
+
+/* a segment that could not be mapped is written with write(); say so once */
+static bool nvm_wal_failure_logged = false;
+
+/* counters, summed over all processes (updated by the WALWriteLock holder) */
+typedef struct NvmWalShared
+{
+	pg_atomic_uint64 bytes_written;
+	pg_atomic_uint64 copies;
+	pg_atomic_uint64 persists;
+	pg_atomic_uint64 mappings;
+	pg_atomic_uint64 mapping_failures;
+	pg_atomic_uint64 populate_usec;
+} NvmWalShared;
+
+static NvmWalShared *NvmWalCounters = NULL;
+
+#define NVM_WAL_COUNT(field, n) \
+	do { \
+		if (NvmWalCounters != NULL) \
+			pg_atomic_fetch_add_u64(&NvmWalCounters->field, (n)); \
+	} while (0)
+
+/* the probe file, created and removed in pg_wal at server start */
+#define NVM_WAL_PROBE_FILE	"pgnvm_probe"
+
+static NvmWalGranularity
+nvm_wal_from_pmem2(enum pmem2_granularity g)
+{
+	switch (g)
+	{
+		case PMEM2_GRANULARITY_BYTE:
+			return NVM_WAL_GRAN_BYTE;
+		case PMEM2_GRANULARITY_CACHE_LINE:
+			return NVM_WAL_GRAN_CACHE_LINE;
+		case PMEM2_GRANULARITY_PAGE:
+			return NVM_WAL_GRAN_PAGE;
+	}
+	return NVM_WAL_GRAN_NONE;	/* not reached */
+}
+
+/*
+ * NvmWalGranularityName -- the name pgnvm_wal() and the log use.
+ */
+const char *
+NvmWalGranularityName(NvmWalGranularity g)
+{
+	switch (g)
+	{
+		case NVM_WAL_GRAN_BYTE:
+			return "byte";
+		case NVM_WAL_GRAN_CACHE_LINE:
+			return "cache line";
+		case NVM_WAL_GRAN_PAGE:
+			return "page";
+		case NVM_WAL_GRAN_NONE:
+			break;
+	}
+	return "none";
+}
+
+/* how a persist is done at that granularity, for the log */
+static const char *
+nvm_wal_persist_method(NvmWalGranularity g)
+{
+	switch (g)
+	{
+		case NVM_WAL_GRAN_BYTE:
+			return "a fence, no cache flush and no system call";
+		case NVM_WAL_GRAN_CACHE_LINE:
+			return "cache-line flushes and a fence, no system call";
+		case NVM_WAL_GRAN_PAGE:
+			return "msync()";
+		case NVM_WAL_GRAN_NONE:
+			break;
+	}
+	return "nothing";
+}
+
+/*
+ * nvm_wal_map_fd -- map the whole file behind fd with libpmem2.
+ *
+ * Returns the pmem2 error code (0 on success); pmem2_errormsg() says why.
+ */
+static int
+nvm_wal_map_fd(int fd, struct pmem2_map **map)
+{
+	struct pmem2_source *src;
+	struct pmem2_config *cfg;
+	int			rc;
+
+	*map = NULL;
+	rc = pmem2_source_from_fd(&src, fd);
+	if (rc != 0)
+		return rc;
+	rc = pmem2_config_new(&cfg);
+	if (rc != 0)
+	{
+		pmem2_source_delete(&src);
+		return rc;
+	}
+	/* accept whatever the file system gives; we ask which one it was */
+	rc = pmem2_config_set_required_store_granularity(cfg,
+													 PMEM2_GRANULARITY_PAGE);
+	if (rc == 0)
+		rc = pmem2_map_new(map, cfg, src);
+	pmem2_config_delete(&cfg);
+	pmem2_source_delete(&src);
+	return rc;
+}
+
+/*
+ * NvmWalStartup -- at server start (postmaster, single-user backend), refuse
+ * settings that cannot work and find out what pg_wal's file system gives.
+ *
+ * With nvm_wal = pmem: debug_io_direct = wal is refused; a probe file in
+ * pg_wal is created, zero-filled, mapped with libpmem2, written through the
+ * mapping, persisted, read back with pread() and removed.  Any failure is a
+ * FATAL that names the directory and the reason, so that a pg_wal that
+ * cannot be mapped stops the server before it writes any WAL.  Success logs
+ * the store granularity (one LOG line).
+ */
+void
+NvmWalStartup(void)
+{
+	char		path[MAXPGPATH];
+	char		walpath[MAXPGPATH];
+	const char *forced;
+	char		pattern[64];
+	char		readback[sizeof(pattern)];
+	struct pmem2_map *map;
+	int			fd;
+	int			rc;
+
+	if (nvm_wal != NVM_WAL_PMEM)
+		return;
+	nvm_wal_page_size = (size_t) sysconf(_SC_PAGESIZE);
+
+	if (io_direct_flags & IO_DIRECT_WAL)
+		ereport(FATAL,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"nvm_wal\" = pmem cannot be used with \"debug_io_direct\" = wal"),
+				 errdetail("With nvm_wal = pmem, WAL is written through shared memory mappings of the segment files, which O_DIRECT cannot bypass."),
+				 errhint("Remove \"wal\" from \"debug_io_direct\", or set \"nvm_wal\" to \"file\".")));
+
+	/* the directory as the user knows it (pg_wal may be a symbolic link) */
+	snprintf(walpath, sizeof(walpath), "%s/%s", DataDir, XLOGDIR);
+	snprintf(path, sizeof(path), "%s/%s.%d", XLOGDIR, NVM_WAL_PROBE_FILE,
+			 (int) getpid());
+
+	(void) unlink(path);
+	fd = BasicOpenFilePerm(path, O_RDWR | O_CREAT | O_EXCL | PG_BINARY,
+						   pg_file_create_mode);
+	if (fd < 0)
+		ereport(FATAL,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", path)));
+	if (pg_pwrite_zeros(fd, XLOG_BLCKSZ, 0) < 0)
+	{
+		int			save_errno = errno;
+
+		close(fd);
+		(void) unlink(path);
+		errno = save_errno;
+		ereport(FATAL,
+				(errcode_for_file_access(),
+				 errmsg("could not write to file \"%s\": %m", path)));
+	}
+
+	rc = nvm_wal_map_fd(fd, &map);
+	if (rc != 0)
+	{
+		char	   *reason = pstrdup(pmem2_errormsg());
+
+		close(fd);
+		(void) unlink(path);
+		ereport(FATAL,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("\"nvm_wal\" = pmem: WAL files in directory \"%s\" cannot be mapped with libpmem2: %s",
+						walpath, reason),
+				 errdetail("A probe file in that directory could not be mapped shared and writable (pmem2 error %d).",
+						   rc),
+				 errhint("Put pg_wal on a file system that supports shared writable memory mappings (a DAX file system on persistent memory, tmpfs, ext4, xfs), or set \"nvm_wal\" to \"file\".")));
+	}
+
+	/* a store through the mapping must be what read() sees */
+	for (int i = 0; i < (int) sizeof(pattern); i++)
+		pattern[i] = (char) (0xA5 ^ i);
+	pmem2_get_memcpy_fn(map) (pmem2_map_get_address(map), pattern,
+							  sizeof(pattern), PMEM2_F_MEM_NONTEMPORAL);
+	pmem2_get_persist_fn(map) (pmem2_map_get_address(map), sizeof(pattern));
+	nvm_wal_granularity =
+		nvm_wal_from_pmem2(pmem2_map_get_store_granularity(map));
+	pmem2_map_delete(&map);
+
+	if (pg_pread(fd, readback, sizeof(readback), 0) != sizeof(readback) ||
+		memcmp(readback, pattern, sizeof(pattern)) != 0)
+	{
+		close(fd);
+		(void) unlink(path);
+		ereport(FATAL,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("\"nvm_wal\" = pmem: WAL files in directory \"%s\" cannot be mapped with libpmem2: bytes stored through a mapping are not what read() returns",
+						walpath),
+				 errhint("Put pg_wal on a file system whose shared mappings are coherent with read() and write(), or set \"nvm_wal\" to \"file\".")));
+	}
+	close(fd);
+	if (unlink(path) != 0)
+		ereport(FATAL,
+				(errcode_for_file_access(),
+				 errmsg("could not remove file \"%s\": %m", path)));
+
+	forced = getenv("PMEM2_FORCE_GRANULARITY");
+	ereport(LOG,
+			(errmsg("nvm_wal = pmem: WAL in \"%s\" is written through libpmem2 mappings, store granularity %s%s%s%s (persist: %s)",
+					walpath, NvmWalGranularityName(nvm_wal_granularity),
+					forced ? " (forced by PMEM2_FORCE_GRANULARITY=" : "",
+					forced ? forced : "",
+					forced ? ")" : "",
+					nvm_wal_persist_method(nvm_wal_granularity))));
+}
+
+/*
+ * NvmWalShmemInit -- the counters, allocated in every mode so that
+ * pgnvm_wal() always has something to read.  Called by XLOGShmemInit(); the
+ * few bytes come out of the slop CreateSharedMemoryAndSemaphores() adds, as
+ * ControlFileData's do.
+ */
+void
+NvmWalShmemInit(void)
+{
+	bool		found;
+
+	NvmWalCounters = (NvmWalShared *)
+		ShmemInitStruct("pgnvm WAL", sizeof(NvmWalShared), &found);
+	if (!found)
+	{
+		pg_atomic_init_u64(&NvmWalCounters->bytes_written, 0);
+		pg_atomic_init_u64(&NvmWalCounters->copies, 0);
+		pg_atomic_init_u64(&NvmWalCounters->persists, 0);
+		pg_atomic_init_u64(&NvmWalCounters->mappings, 0);
+		pg_atomic_init_u64(&NvmWalCounters->mapping_failures, 0);
+		pg_atomic_init_u64(&NvmWalCounters->populate_usec, 0);
+	}
+}
+
+/*
+ * NvmWalGetInfo -- the mode, the granularity found at start, the counters.
+ */
+void
+NvmWalGetInfo(NvmWalInfo *info)
+{
+	memset(info, 0, sizeof(*info));
+	info->mode = (NvmWalMode) nvm_wal;
+	info->granularity = nvm_wal_granularity;
+	info->forced = nvm_wal == NVM_WAL_PMEM ?
+		getenv("PMEM2_FORCE_GRANULARITY") : NULL;
+	if (NvmWalCounters == NULL)
+		return;
+	info->bytes_written = pg_atomic_read_u64(&NvmWalCounters->bytes_written);
+	info->copies = pg_atomic_read_u64(&NvmWalCounters->copies);
+	info->persists = pg_atomic_read_u64(&NvmWalCounters->persists);
+	info->mappings = pg_atomic_read_u64(&NvmWalCounters->mappings);
+	info->mapping_failures =
+		pg_atomic_read_u64(&NvmWalCounters->mapping_failures);
+	info->populate_usec = pg_atomic_read_u64(&NvmWalCounters->populate_usec);
+}
+
+/*
+ * nvm_wal_open -- XLogWrite() opened segment segno (descriptor fd) for
+ * writing; write_upto is the end of the page it writes next, or of what has
+ * been written (the flush step): map the segment and pre-fault the pages
+ * from that page to the end.
+ *
+ * A segment that cannot be mapped or pre-faulted here (address space,
+ * vm.max_map_count, a block the file system cannot allocate) is written with
+ * pg_pwrite() and synced with issue_xlog_fsync(), as with nvm_wal = file:
+ * the data are the same and the sync covers stores other processes made
+ * through their mappings (see the file header).  This process says so once.
+ */
+void
+nvm_wal_open(int fd, XLogSegNo segno, TimeLineID tli, XLogRecPtr write_upto)
+{
+	struct pmem2_map *map;
+	char	   *base;
+	size_t		from;
+	int			rc;
+	instr_time	start;
+	instr_time	elapsed;
+
+	Assert(nvm_wal == NVM_WAL_PMEM);
+	Assert(fd >= 0);
+
+	/* the previous descriptor was closed by XLogFileClose(), which unmaps */
+	Assert(nvm_wal_seg.fd < 0);
+	Assert(NvmWalMappedFd < 0);
+
+	rc = nvm_wal_map_fd(fd, &map);
+	if (rc == 0 && pmem2_map_get_size(map) != (size_t) wal_segment_size)
+	{
+		pmem2_map_delete(&map);
+		rc = PMEM2_E_MAP_RANGE;
+	}
+	if (rc != 0)
+	{
+		if (!nvm_wal_failure_logged)
+			ereport(LOG,
+					(errmsg("nvm_wal = pmem: could not map WAL segment %X of timeline %u, writing it with write(): %s",
+							(uint32) segno, tli,
+							rc == PMEM2_E_MAP_RANGE ? "the file is not one segment long" :
+							pmem2_errormsg())));
+		nvm_wal_failure_logged = true;
+		NVM_WAL_COUNT(mapping_failures, 1);
+		return;
+	}
+	base = pmem2_map_get_address(map);
+
+	/* pre-fault, writable, every page this process can still write */
+	from = XLogSegmentOffset(write_upto - 1, wal_segment_size);
+	from = TYPEALIGN_DOWN(XLOG_BLCKSZ, from);
+	INSTR_TIME_SET_CURRENT(start);
+#ifdef MADV_POPULATE_WRITE
+	if (madvise(base + from, wal_segment_size - from, MADV_POPULATE_WRITE) != 0 &&
+		errno != EINVAL)		/* EINVAL: kernel < 5.14, faults it is */
+	{
+		int			save_errno = errno;
+
+		pmem2_map_delete(&map);
+		if (!nvm_wal_failure_logged)
+		{
+			errno = save_errno;
+			ereport(LOG,
+					(errmsg("nvm_wal = pmem: could not pre-fault WAL segment %X of timeline %u, writing it with write(): %m",
+							(uint32) segno, tli)));
+		}
+		nvm_wal_failure_logged = true;
+		NVM_WAL_COUNT(mapping_failures, 1);
+		return;
+	}
+#endif
+	INSTR_TIME_SET_CURRENT(elapsed);
+	INSTR_TIME_SUBTRACT(elapsed, start);
+
+	nvm_wal_seg.fd = fd;
+	nvm_wal_seg.segno = segno;
+	nvm_wal_seg.tli = tli;
+	nvm_wal_seg.map = map;
+	nvm_wal_seg.base = base;
+	nvm_wal_seg.granularity = pmem2_map_get_store_granularity(map);
+	nvm_wal_seg.memcpy_fn = pmem2_get_memcpy_fn(map);
+	nvm_wal_seg.persist_fn = pmem2_get_persist_fn(map);
+	nvm_wal_seg.drain_fn = pmem2_get_drain_fn(map);
+	NvmWalMappedFd = fd;
+
+	NVM_WAL_COUNT(mappings, 1);
+	NVM_WAL_COUNT(populate_usec, INSTR_TIME_GET_MICROSEC(elapsed));
+}
+
+/*
+ * nvm_wal_close -- XLogFileClose() closes the mapped segment: unmap it.
+ *
+ * Nothing is lost: stores already made stay in the file's pages (page
+ * granularity) or reached the persistence domain or the CPU caches (cache
+ * line), where a later persist through another mapping of the same file
+ * finds them; the copies drained their non-temporal stores.
+ */
+void
+nvm_wal_close(int fd)
+{
+	Assert(fd == nvm_wal_seg.fd);
+
+	if (pmem2_map_delete(&nvm_wal_seg.map) != 0)
+		elog(PANIC, "could not unmap WAL segment: %s", pmem2_errormsg());
+	nvm_wal_seg.fd = -1;
+	nvm_wal_seg.base = NULL;
+	NvmWalMappedFd = -1;
+}
+
+/*
+ * nvm_wal_write -- pg_pwrite() of XLogWrite() through the mapping: copy
+ * nbytes at segment offset `offset`, return nbytes.
+ *
+ * pmem2's memcpy with non-temporal stores, without flushing (the persist
+ * flushes the whole range once; at page granularity a flush would be an
+ * msync() per copy) and without draining per page; then one drain for the
+ * whole copy, so that this CPU's write-combining buffers are empty before
+ * WALWriteLock is released (see the file header).  A store cannot fail.
+ */
+ssize_t
+nvm_wal_write(int fd, const char *from, size_t nbytes, off_t offset)
+{
+	Assert(fd == nvm_wal_seg.fd);
+	Assert(offset >= 0 && offset + nbytes <= (size_t) wal_segment_size);
+
+	nvm_wal_seg.memcpy_fn(nvm_wal_seg.base + offset, from, nbytes,
+						  PMEM2_F_MEM_NONTEMPORAL | PMEM2_F_MEM_NOFLUSH |
+						  PMEM2_F_MEM_NODRAIN);
+	nvm_wal_seg.drain_fn();
+
+	NVM_WAL_COUNT(copies, 1);
+	NVM_WAL_COUNT(bytes_written, nbytes);
+	return (ssize_t) nbytes;
+}
+
+/*
+ * nvm_wal_persist -- issue_xlog_fsync() of XLogWrite() for the mapped
+ * segment: make the WAL between `flushed` (the flush pointer) and `written`
+ * (the write pointer) durable, whoever copied it.
+ *
+ * Everything before the segment was persisted when the previous segment was
+ * finished (XLogWrite() syncs a segment as soon as it is full), so the range
+ * lies in this segment.  Page granularity uses msync() directly rather than
+ * pmem2's persist function, which abort()s on an error: a failure here is
+ * PostgreSQL's PANIC with the file's name, as for a failed fdatasync().
+ * Timed and counted in pg_stat_io as the fsync it replaces.
+ */
+void
+nvm_wal_persist(int fd, XLogRecPtr flushed, XLogRecPtr written)
+{
+	XLogRecPtr	segstart;
+	size_t		from;
+	size_t		upto;
+	instr_time	start;
+
+	Assert(fd == nvm_wal_seg.fd);
+
+	/* as issue_xlog_fsync(): fsync = off syncs nothing */
+	if (!enableFsync)
+		return;
+
+	XLogSegNoOffsetToRecPtr(nvm_wal_seg.segno, 0, wal_segment_size, segstart);
+	Assert(written > segstart &&
+		   written <= segstart + (XLogRecPtr) wal_segment_size);
+	Assert(flushed >= segstart);
+	from = flushed > segstart ? (size_t) (flushed - segstart) : 0;
+	upto = (size_t) (written - segstart);
+	if (upto <= from)
+		return;
+
+	start = pgstat_prepare_io_time(track_wal_io_timing);
+	pgstat_report_wait_start(WAIT_EVENT_WAL_SYNC);
+
+	if (nvm_wal_seg.granularity == PMEM2_GRANULARITY_PAGE)
+	{
+		size_t		lo = TYPEALIGN_DOWN(nvm_wal_page_size, from);
+
+		if (msync(nvm_wal_seg.base + lo, upto - lo, MS_SYNC) != 0)
+		{
+			char		xlogfname[MAXFNAMELEN];
+			int			save_errno = errno;
+
+			XLogFileName(xlogfname, nvm_wal_seg.tli, nvm_wal_seg.segno,
+						 wal_segment_size);
+			errno = save_errno;
+			ereport(PANIC,
+					(errcode_for_file_access(),
+					 errmsg("could not msync file \"%s\": %m", xlogfname)));
+		}
+	}
+	else
+		nvm_wal_seg.persist_fn(nvm_wal_seg.base + from, upto - from);
+
+	pgstat_report_wait_end();
+	pgstat_count_io_op_time(IOOBJECT_WAL, IOCONTEXT_NORMAL, IOOP_FSYNC,
+							start, 1, 0);
+	NVM_WAL_COUNT(persists, 1);
+}

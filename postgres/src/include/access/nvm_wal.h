@@ -1,0 +1,109 @@
+/*-------------------------------------------------------------------------
+ *
+ * nvm_wal.h
+ *	  pgnvm: WAL segments written through libpmem2 mappings (nvm_wal = pmem).
+ *
+ * With nvm_wal = file (the default) nothing here is used and XLogWrite()
+ * runs stock PostgreSQL's code: pg_pwrite() and issue_xlog_fsync().  With
+ * nvm_wal = pmem, the segment a process opens for writing in XLogWrite() is
+ * mapped with libpmem2, the WAL pages are copied into the mapping, and where
+ * stock PostgreSQL would fsync/fdatasync the segment the written range is
+ * persisted through the mapping instead (see nvm_wal.c for who makes which
+ * bytes durable when).  The files, their names, their contents and every
+ * reader of them (recovery, walsender, archiving, pg_waldump,
+ * pg_basebackup) are unchanged.
+ *
+ * The hooks xlog.c calls are the static inline functions below: each is a
+ * test of a global and nothing else unless nvm_wal = pmem.
+ *
+ * Portions Copyright (c) 2026, pgnvm developers
+ *
+ * src/include/access/nvm_wal.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef NVM_WAL_H
+#define NVM_WAL_H
+
+#include "access/xlogdefs.h"
+#include "utils/guc.h"
+
+/* nvm_wal: how XLogWrite() writes and syncs WAL segments */
+typedef enum NvmWalMode
+{
+	NVM_WAL_FILE,				/* pg_pwrite() and fsync/fdatasync (stock) */
+	NVM_WAL_PMEM,				/* libpmem2: copy into a mapping, persist */
+} NvmWalMode;
+
+/* the store granularity pmem2 reports for pg_wal (enum pmem2_granularity) */
+typedef enum NvmWalGranularity
+{
+	NVM_WAL_GRAN_BYTE,			/* eADR: a fence makes stores durable */
+	NVM_WAL_GRAN_CACHE_LINE,	/* DAX + MAP_SYNC: cache-line flush + fence */
+	NVM_WAL_GRAN_PAGE,			/* page cache: msync() */
+	NVM_WAL_GRAN_NONE,			/* nvm_wal = file: nothing is mapped */
+} NvmWalGranularity;
+
+extern PGDLLIMPORT int nvm_wal;
+extern PGDLLIMPORT const struct config_enum_entry nvm_wal_options[];
+
+/* the descriptor of the WAL segment this process has mapped, or -1 */
+extern PGDLLIMPORT int NvmWalMappedFd;
+
+/* what pgnvm_wal() reports */
+typedef struct NvmWalInfo
+{
+	NvmWalMode	mode;
+	NvmWalGranularity granularity;	/* probed in pg_wal at server start */
+	const char *forced;			/* PMEM2_FORCE_GRANULARITY, or NULL */
+	uint64		bytes_written;	/* copied into mappings */
+	uint64		copies;			/* pmem2 memcpy calls (XLogWrite() writes) */
+	uint64		persists;		/* persist calls (where stock would sync) */
+	uint64		mappings;		/* segments mapped */
+	uint64		mapping_failures;	/* segments written with write() instead */
+	uint64		populate_usec;	/* time spent pre-faulting mappings */
+} NvmWalInfo;
+
+extern void NvmWalStartup(void);
+extern void NvmWalShmemInit(void);
+extern void NvmWalGetInfo(NvmWalInfo *info);
+extern const char *NvmWalGranularityName(NvmWalGranularity g);
+
+extern void nvm_wal_open(int fd, XLogSegNo segno, TimeLineID tli,
+						 XLogRecPtr write_upto);
+extern void nvm_wal_close(int fd);
+extern ssize_t nvm_wal_write(int fd, const char *from, size_t nbytes,
+							 off_t offset);
+extern void nvm_wal_persist(int fd, XLogRecPtr flushed, XLogRecPtr written);
+
+/*
+ * NvmWalIsMapped -- is fd the WAL segment this process writes through a
+ * mapping?  Always false with nvm_wal = file.
+ */
+static inline bool
+NvmWalIsMapped(int fd)
+{
+	return fd >= 0 && fd == NvmWalMappedFd;
+}
+
+/*
+ * NvmWalOpened -- XLogWrite() has opened segment segno for writing at
+ * write_upto (the end of the page it writes next, or of what it wrote):
+ * with nvm_wal = pmem, map it.
+ */
+static inline void
+NvmWalOpened(int fd, XLogSegNo segno, TimeLineID tli, XLogRecPtr write_upto)
+{
+	if (nvm_wal == NVM_WAL_PMEM)
+		nvm_wal_open(fd, segno, tli, write_upto);
+}
+
+/* NvmWalClosing -- XLogFileClose() is about to close fd: unmap it */
+static inline void
+NvmWalClosing(int fd)
+{
+	if (NvmWalIsMapped(fd))
+		nvm_wal_close(fd);
+}
+
+#endif							/* NVM_WAL_H */
