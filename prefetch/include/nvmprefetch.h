@@ -15,8 +15,10 @@
  *     allocates and makes no system call unless a helper is asleep.
  *   - nvmpf_drain(), nvmpf_get_stats() and nvmpf_get_info() may be called by
  *     any thread, but not concurrently with nvmpf_destroy().
- *   - Helpers never call back into the host program, block all signals,
- *     never allocate and never use stdio.
+ *   - Helpers block all signals, never allocate and never use stdio.  They
+ *     call into the host program only through nvmpf_config.job_done, if it
+ *     is set: after the faults of a job's range were taken without error
+ *     (see nvmpf_job_fn for what such a hook may do).
  *   - The library has no global state, installs no signal handlers and no
  *     atexit handlers, so it can be used in processes that fork (create the
  *     pool after fork, in the process that uses it).
@@ -133,6 +135,21 @@ typedef void (*nvmpf_log_fn)(void *arg, const char *msg);
 /* A log callback that discards messages (for callers that read nvmpf_info). */
 NVMPF_API void nvmpf_log_discard(void *arg, const char *msg);
 
+/*
+ * Job hook (nvmpf_config.job_done): called by a first-stage helper after it
+ * took the page faults of job number seq, [addr, addr + len), without error,
+ * and prefetched it, unless the job was retired or the pool is stopping.
+ * Runs in the helper thread, with all signals blocked, possibly in several
+ * helpers at once (for different jobs): it must be thread-safe, must not
+ * allocate, log, take locks the owner may hold or block, and must not load
+ * through [addr, addr + len) either (the owner may unmap it at any moment;
+ * read it with a system call that reports errors, e.g. process_vm_readv()).
+ * Its results travel back to the owner through memory the owner gave it
+ * (job_arg), published with release semantics.
+ */
+typedef void (*nvmpf_job_fn)(void *arg, const void *addr, size_t len,
+			     uint64_t seq);
+
 /* Pool configuration.  Always initialise with nvmpf_config_init(). */
 typedef struct nvmpf_config {
 	nvmpf_scheme scheme;      /* default NVMPF_SCHEME_M1 */
@@ -158,6 +175,8 @@ typedef struct nvmpf_config {
 	void *log_arg;
 	const char *sysfs_cpu_dir;/* NULL = "/sys/devices/system/cpu" (tests
 				     point this at a fake topology) */
+	nvmpf_job_fn job_done;    /* NULL = none; see nvmpf_job_fn */
+	void *job_arg;            /* its first argument */
 } nvmpf_config;
 
 /* Information about a pool: what was asked, what was done. */

@@ -343,6 +343,11 @@ static void run_job(struct nvmpf_helper *h, const struct nvmpf_job *job)
 		}
 	}
 
+	/* The host's hook: the range is mapped and was not retired. */
+	if (p->job_done && h->stage == 1 && !cut && errors == 0 &&
+	    !atomic_load_explicit(&p->stop, memory_order_relaxed))
+		p->job_done(p->job_arg, (const void *)s, job->len, job->seq);
+
 	/* M3 hand-off: same job to the stage-2 helper; dropped if full. */
 	if (h->out && !cut) {
 		struct nvmpf_job j2 = *job;
@@ -648,6 +653,8 @@ int nvmpf_create(const nvmpf_config *cfg_in, nvmpf_pool **out)
 	p->locality = cfg.locality;
 	p->stage2_locality = cfg.stage2_locality;
 	p->spin_ns = cfg.spin_ns;
+	p->job_done = cfg.job_done;
+	p->job_arg = cfg.job_arg;
 	long sys_ps = sysconf(_SC_PAGESIZE);
 	p->page_size = cfg.page_size ? cfg.page_size :
 				       (size_t)(sys_ps > 0 ? sys_ps : 4096);

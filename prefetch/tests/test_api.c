@@ -691,6 +691,65 @@ static void test_retire_skips_stale_jobs(void)
 	free(buf);
 }
 
+/* The job hook: called once per job that was processed (not retired, not
+ * failed), with the job's range and number, in a helper thread; its
+ * release store is what the owner acquires. */
+static pthread_t main_thread;
+
+struct hook_seen {
+	_Atomic uint64_t calls;
+	_Atomic uint64_t seq_mask;      /* bit seq set when called for seq */
+	_Atomic int wrong;              /* called with a range not enqueued */
+	unsigned char *base;
+};
+
+static void job_hook(void *arg, const void *addr, size_t len, uint64_t seq)
+{
+	struct hook_seen *h = arg;
+	if (seq >= 64 || (const unsigned char *)addr != h->base + seq * 4096 ||
+	    len != 4096 || pthread_equal(pthread_self(), main_thread))
+		atomic_store(&h->wrong, 1);
+	atomic_fetch_or_explicit(&h->seq_mask, 1ull << seq,
+				 memory_order_relaxed);
+	atomic_fetch_add_explicit(&h->calls, 1, memory_order_release);
+}
+
+static void test_job_hook(void)
+{
+	unsigned char *buf = page_buf(1 << 20);
+	struct hook_seen seen = { .base = buf };
+
+	main_thread = pthread_self();
+	nvmpf_config c;
+	nvmpf_config_init(&c);
+	c.scheme = NVMPF_SCHEME_NONE;
+	c.mode = NVMPF_MODE_POPULATE | NVMPF_MODE_PREFETCH;
+	c.job_done = job_hook;
+	c.job_arg = &seen;
+	nvmpf_pool *p = mkpool(&c);
+	if (!p || !buf)
+		return;
+	nvmpf_internal_set_paused(p, 3);
+	for (uint64_t i = 0; i < 10; i++)
+		CHECK_EQ(nvmpf_enqueue(p, buf + i * 4096, 4096), NVMPF_OK);
+	CHECK_EQ(nvmpf_retire(p, 4), NVMPF_OK);     /* jobs 0-3: no hook */
+	nvmpf_internal_set_paused(p, 0);
+	CHECK_EQ(nvmpf_drain(p, 5000000000), NVMPF_OK);
+	CHECK_EQ(atomic_load_explicit(&seen.calls, memory_order_acquire), 6);
+	CHECK_EQ(atomic_load(&seen.seq_mask), 0x3f0ull);
+	CHECK_EQ(atomic_load(&seen.wrong), 0);
+
+	/* a range madvise() refuses (unmapped): no hook either */
+	void *hole = mmap(NULL, 1 << 20, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS,
+			  -1, 0);
+	munmap(hole, 1 << 20);
+	CHECK_EQ(nvmpf_enqueue(p, hole, 4096), NVMPF_OK);
+	CHECK_EQ(nvmpf_drain(p, 5000000000), NVMPF_OK);
+	CHECK_EQ(atomic_load_explicit(&seen.calls, memory_order_acquire), 6);
+	nvmpf_destroy(p);
+	free(buf);
+}
+
 /* ------------------------------------------------------------------ */
 /* Tests: sleep/wake system-call behaviour                              */
 /* ------------------------------------------------------------------ */
@@ -1379,6 +1438,7 @@ int main(void)
 	RUN(test_helper_takes_faults);
 	RUN(test_populate_mode);
 	RUN(test_retire_skips_stale_jobs);
+	RUN(test_job_hook);
 	RUN(test_wake_only_when_sleeping);
 	RUN(test_destroy_with_pending_jobs);
 	RUN(test_fallback_no_smt);

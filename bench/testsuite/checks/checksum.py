@@ -14,9 +14,26 @@ before each probe, the block is read by:
 * ``seqscan, zero_damaged_pages``: the page is zeroed in the buffer (never in the file)
   and its rows disappear from the result.
 
+A second table, ~5 MB, gets block 500 corrupted the same way; it is read by probes that
+decide *who verifies* the block in se2 with prefetch helpers (``nvm_prefetch = helper``,
+where a helper that prefetches a redirected block also verifies it and publishes a verdict
+that the backend uses, and verifies itself where no finished, successful one is there):
+
+* ``long seqscan``: a sequential scan whose rows cost some work (a SHA-256 each), so that
+  the helpers, running ahead of the read stream, verify the block before the backend reads
+  it; their failed verdict is never trusted: the backend verifies the block itself and
+  reports stock's error. With helpers, ``helper_verify_failed`` must grow (the probe is
+  repeated, at most 5 times, until it does: no timing is assumed) and so must
+  ``verified_by_helper`` (the blocks before it);
+* ``long seqscan, backend verifies``: the same with ``nvm_prefetch = off``: no helper, the
+  backend verifies every block (``verified_by_backend`` grows, the helper counters do not);
+* ``index range scan, announced``: an index scan over the ~25 heap blocks before the block
+  and the block, whose look-ahead (nvm_index_ahead.c) announces the block to the helpers,
+  which verify it; with helpers ``helper_verify_failed`` must grow (repeated as above).
+
 Every probe's outcome (result, or SQLSTATE and message) must equal base's; base itself must
-report stock PostgreSQL's ``invalid page in block N of relation ...`` (XX001) for the first
-two. The server stays up.
+report stock PostgreSQL's ``invalid page in block N of relation ...`` (XX001) for the probes
+that read the block without ignoring failures. The server stays up.
 """
 
 from __future__ import annotations
@@ -25,6 +42,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from bench.core import counters
+from bench.testsuite import nvmstats
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.errmatch import DATA_CORRUPTED
 from bench.testsuite.model import CheckFailed
@@ -34,7 +53,19 @@ ROWS = 8_000  # ~1 MB heap
 BLOCK = 7  # the block that gets corrupted
 BLCKSZ = 8192
 INDEX_ONLY = {"enable_seqscan": "off", "enable_bitmapscan": "off", "enable_indexonlyscan": "off"}
-MUST_FAIL = ("seqscan", "index fetch", "index range scan")
+MUST_FAIL = (
+    "seqscan",
+    "index fetch",
+    "index range scan",
+    "long seqscan",
+    "long seqscan, backend verifies",
+    "index range scan, announced",
+)
+BIG_ROWS = 40_000  # ~650 blocks
+BIG_BLOCK = 500  # far into the table: helpers run ahead of a scan that gets there
+#: per-row work that keeps the backend busy while helpers verify the blocks ahead
+WORK = "sha256(convert_to(repeat(pad, 4), 'UTF8')) <> ''::bytea"
+ATTEMPTS = 5  # a probe that must see a helper's failed verdict is repeated this often
 
 
 def flip_byte(path: Path, offset: int) -> None:
@@ -53,6 +84,8 @@ def checksum(env: EngineEnv, limit: float) -> str:
     pid_before = env.server.postmaster_pid()
     with env.server.connect() as c:
         c.execute("CREATE EXTENSION IF NOT EXISTS pg_buffercache")
+        nvmstats.ensure_extensions(c)
+        c.execute("ALTER EXTENSION pgnvm UPDATE")
         if c.execute("SHOW data_checksums").fetchone() != ("on",):
             raise CheckFailed("data_checksums is off")
         c.execute("DROP TABLE IF EXISTS cksum_t")
@@ -63,24 +96,74 @@ def checksum(env: EngineEnv, limit: float) -> str:
             "INSERT INTO cksum_t SELECT g, repeat(md5(g::text), 2) FROM generate_series(1, %s) g",
             (ROWS,),
         )
+        c.execute("DROP TABLE IF EXISTS cksum_big")
+        c.execute(
+            "CREATE TABLE cksum_big (id int PRIMARY KEY, pad text) WITH (autovacuum_enabled = off)"
+        )
+        c.execute(
+            "INSERT INTO cksum_big SELECT g, repeat(md5(g::text), 2) FROM generate_series(1, %s) g",
+            (BIG_ROWS,),
+        )
         c.execute("VACUUM (FREEZE, ANALYZE) cksum_t")
+        c.execute("VACUUM (FREEZE, ANALYZE) cksum_big")
         c.execute("CHECKPOINT")
         relpath = c.execute("SELECT pg_relation_filepath('cksum_t')").fetchone()[0]  # type: ignore[index]
         victim = c.execute(f"SELECT id FROM cksum_t WHERE ctid = '({BLOCK},1)'").fetchone()[0]  # type: ignore[index]
         path = env.server.cluster.datadir / relpath
         if path.stat().st_size < (BLOCK + 1) * BLCKSZ:
             raise CheckFailed(f"cksum_t has fewer than {BLOCK + 1} blocks")
+        big_relpath = c.execute("SELECT pg_relation_filepath('cksum_big')").fetchone()[0]  # type: ignore[index]
+        big_victim = c.execute(
+            f"SELECT id FROM cksum_big WHERE ctid = '({BIG_BLOCK},1)'"
+        ).fetchone()[0]  # type: ignore[index]
+        big_path = env.server.cluster.datadir / big_relpath
+        if big_path.stat().st_size < (BIG_BLOCK + 20) * BLCKSZ:
+            raise CheckFailed(f"cksum_big has fewer than {BIG_BLOCK + 20} blocks")
 
         def evict() -> None:
             c.execute("SELECT pg_buffercache_evict_relation('cksum_t')")
+            c.execute("SELECT pg_buffercache_evict_relation('cksum_big')")
 
         evict()
         # a byte in the middle of the block: tuple data, covered by the checksum
         flip_byte(path, BLOCK * BLCKSZ + BLCKSZ // 2)
+        flip_byte(big_path, BIG_BLOCK * BLCKSZ + BLCKSZ // 2)
 
-        def probe(settings: dict[str, str], sql: str) -> dict[str, Any]:
+        def probe(settings: dict[str, str], sql: str, rel: str = relpath) -> dict[str, Any]:
             evict()
-            return outcome(relpath, lambda: query_with(c, settings, sql))
+            return outcome(rel, lambda: query_with(c, settings, sql))
+
+        helpers = env.engine == "se2" and env.config.prefetch == "helper"
+        notes: list[str] = []
+
+        def probe_counted(
+            name: str, settings: dict[str, str], sql: str, until: str | None
+        ) -> dict[str, Any]:
+            """``probe`` on cksum_big with the counters around it; with helpers and
+            ``until``, repeated (at most ATTEMPTS times) until that counter grows, every
+            attempt with the same outcome. Returns the outcome, keeps the counters' growth
+            in ``grown[name]``."""
+            first: dict[str, Any] | None = None
+            total: dict[str, int] = {}
+            for attempt in range(1, ATTEMPTS + 1):
+                before = counters.read_counters(c)
+                o = probe(settings, sql, big_relpath)
+                d = counters.delta(before, counters.read_counters(c))
+                total = {k: total.get(k, 0) + v for k, v in d.items()}
+                if first is None:
+                    first = o
+                elif o != first:
+                    raise CheckFailed(
+                        f"{name}: attempt {attempt} gave {describe(o)}, attempt 1 {describe(first)}"
+                    )
+                if not (helpers and until) or d[until] > 0:
+                    break
+            grown[name] = total
+            notes.append(f"{name}: {attempt} run(s), " + counters.fmt(total, VERIFY_COUNTERS))
+            assert first is not None
+            return first
+
+        grown: dict[str, dict[str, int]] = {}
 
         no_par = {"max_parallel_workers_per_gather": "0"}
         outcomes = {
@@ -98,9 +181,29 @@ def checksum(env: EngineEnv, limit: float) -> str:
             "seqscan, zero_damaged_pages": probe(
                 no_par | {"zero_damaged_pages": "on"}, "SELECT count(*) FROM cksum_t"
             ),
+            "long seqscan": probe_counted(
+                "long seqscan",
+                no_par,
+                f"SELECT count(*) FROM cksum_big WHERE {WORK}",
+                "helper_verify_failed",
+            ),
+            "long seqscan, backend verifies": probe_counted(
+                "long seqscan, backend verifies",
+                no_par | {"nvm_prefetch": "off"},
+                f"SELECT count(*) FROM cksum_big WHERE {WORK}",
+                None,
+            ),
+            "index range scan, announced": probe_counted(
+                "index range scan, announced",
+                INDEX_ONLY,
+                "SELECT count(*), sum(length(pad)) FROM cksum_big "
+                f"WHERE id BETWEEN {big_victim} - 1500 AND {big_victim} + 50 AND {WORK}",
+                "helper_verify_failed",
+            ),
         }
         evict()
         c.execute("DROP TABLE cksum_t")
+        c.execute("DROP TABLE cksum_big")
         if c.execute("SELECT 1").fetchone() != (1,):
             raise CheckFailed("SELECT 1 failed after the probes")
     if env.server.postmaster_pid() != pid_before:
@@ -118,4 +221,41 @@ def checksum(env: EngineEnv, limit: float) -> str:
             "ignore_checksum_failure: expected all rows, "
             f"{describe(outcomes['seqscan, ignore_checksum_failure'])}"
         )
-    return against_base(env, "checksum", __file__, outcomes)
+    if env.engine == "se2":
+        expect_verifiers(grown, helpers)
+    result = against_base(env, "checksum", __file__, outcomes)
+    return result + ("; " + "; ".join(notes) if env.engine == "se2" else "")
+
+
+#: the counters of who verified redirected pages (storage/nvm_stats.h)
+VERIFY_COUNTERS = ("verified_by_helper", "verified_by_backend", "helper_verify_failed")
+
+
+def expect_verifiers(grown: dict[str, dict[str, int]], helpers: bool) -> None:
+    """se2: who verified the big table's blocks in each probe (counters' growth)."""
+    off = grown["long seqscan, backend verifies"]
+    if (
+        off["verified_by_backend"] < BIG_BLOCK
+        or off["verified_by_helper"]
+        or off["helper_verify_failed"]
+    ):
+        raise CheckFailed(
+            "long seqscan, backend verifies: expected the backend to verify every block "
+            f"(verified_by_backend >= {BIG_BLOCK}) and no helper, "
+            + counters.fmt(off, VERIFY_COUNTERS)
+        )
+    for name in ("long seqscan", "index range scan, announced"):
+        d = grown[name]
+        if not helpers:
+            if d["verified_by_helper"] or d["helper_verify_failed"]:
+                raise CheckFailed(f"{name}: no helpers, yet " + counters.fmt(d, VERIFY_COUNTERS))
+            continue
+        if d["helper_verify_failed"] < 1:
+            raise CheckFailed(
+                f"{name}: no helper verified the corrupted block before the backend read it "
+                f"in {ATTEMPTS} runs: " + counters.fmt(d, VERIFY_COUNTERS)
+            )
+        if d["verified_by_helper"] < 1:
+            raise CheckFailed(
+                f"{name}: the backend used no helper's verdict: " + counters.fmt(d, VERIFY_COUNTERS)
+            )

@@ -99,6 +99,7 @@ extern bool NvmSkipHintInMapping(const void *ptr);
 /* completion of a read whose blocks the storage manager left in place */
 extern void NvmPrepareRedirect(const Buffer *buffers, int nbuffers);
 extern char *NvmInPlacePage(PgAioHandle *ioh, uint8 buf_off);
+extern bool NvmInPlaceVerified(const char *page, BlockNumber blkno);
 extern void NvmRedirectDone(Buffer buffer, char *page);
 
 #endif							/* NVM_BUF_H */

@@ -24,6 +24,7 @@
 
 #include "storage/aio_types.h"
 #include "storage/block.h"
+#include "storage/nvm_prefetch.h"
 #include "storage/relfilelocator.h"
 #include "storage/smgr.h"
 #include "utils/guc.h"
@@ -69,7 +70,6 @@ extern PGDLLIMPORT bool nvm_debug_fail_mappings;
  */
 extern char *nvm_mapped_block(RelFileLocator rlocator, ForkNumber forknum,
 							  BlockNumber blocknum);
-extern char *nvm_mapped_block_of(SMgrRelation reln, BlockNumber blocknum);
 extern void nvm_view_acquire(const char *page);
 extern void nvm_view_release(const char *page);
 
@@ -81,6 +81,18 @@ extern void nvm_view_release(const char *page);
 extern int	nvm_map_blocks(SMgrRelation reln, ForkNumber forknum,
 						   BlockNumber blocknum, BlockNumber nblocks,
 						   char **pages);
+
+/*
+ * se2 verification by prefetch helpers: did one verify exactly the bytes of
+ * this page (read's completion)?  And the write counters behind it, in
+ * shared memory.
+ */
+extern NvmVerifyResult nvm_verified_ahead(const char *page, BlockNumber blkno);
+extern Size NvmSmgrShmemSize(void);
+extern void NvmSmgrShmemInit(void);
+
+/* index scans' look-ahead: blocknum will be fetched soon (advice) */
+extern void nvm_prefetch_block(SMgrRelation reln, BlockNumber blocknum);
 
 /* f_smgr callbacks; those not listed are md.c's own */
 extern void nvm_open(SMgrRelation reln);

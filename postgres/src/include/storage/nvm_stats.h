@@ -32,6 +32,9 @@
 	X(prefetch_jobs, "ranges of redirected blocks handed to prefetching (se2)") \
 	X(prefetch_bytes, "bytes of those ranges (se2)") \
 	X(prefetch_dropped, "prefetch jobs dropped because the helper queue was full (se2)") \
+	X(verified_by_helper, "redirected pages whose verification a prefetch helper had done: its verdict was used (se2)") \
+	X(verified_by_backend, "redirected pages the backend verified itself in the read's completion (se2)") \
+	X(helper_verify_failed, "redirected pages a prefetch helper found invalid: never trusted, the backend verified them itself (se2)") \
 	X(mappings_created, "segment mappings made (se1, se2)") \
 	X(mappings_evicted, "segment mappings given up to stay within nvm_max_mappings (se1, se2)") \
 	X(mapping_fallbacks, "reads and writes done with read()/write() because a segment could not be mapped (se1, se2)")

@@ -12,9 +12,11 @@
  * blocks of the TIDs after the current one are known.  index_fetch_heap()
  * calls NvmIndexFetchAhead() before each fetch, and the blocks of the next
  * items of the batch (up to nvm_prefetch_distance of them) are handed to
- * prefetching: the helpers fault them in and bring them into the caches
- * while the backend works on the current tuple (nvm_prefetch = helper), or
- * the backend prefetches what is already mapped (inline).
+ * prefetching through the storage manager (nvm_prefetch_block()): the
+ * helpers fault them in, bring them into the caches and, with data
+ * checksums on, verify them while the backend works on the current tuple
+ * (nvm_prefetch = helper), or the backend prefetches what is already mapped
+ * (inline).
  *
  * Point lookups must not pay: nothing is announced until a scan has fetched
  * from NVM_AHEAD_AFTER_BLOCKS different heap blocks since it started or was
@@ -31,7 +33,8 @@
  * Announcing is advice only: it reads no page, pins no buffer, takes no
  * lock, and a wrong announcement (a block the scan then does not fetch)
  * only costs helper time.  Correctness does not depend on it: the fetch
- * reads, verifies and redirects the block exactly as without it.
+ * reads and redirects the block exactly as without it, and verifies it
+ * itself unless a helper's verdict covers exactly the bytes it reads.
  *
  * Portions Copyright (c) 2026, pgnvm developers
  *
@@ -161,12 +164,9 @@ NvmIndexFetchAhead(IndexScanDesc scan)
 	{
 		BlockNumber next =
 			ItemPointerGetBlockNumber(&so->currPos.items[a->next_item].heapTid);
-		char	   *addr;
 
 		if (next == blk || nvm_ahead_recent(a, next))
 			continue;
-		addr = nvm_mapped_block_of(reln, next);
-		if (addr != NULL)
-			NvmPrefetchAhead(addr, 1);
+		nvm_prefetch_block(reln, next);
 	}
 }

@@ -20,7 +20,9 @@
  *   (PGAIO_HF_IN_PLACE_OK); the storage manager (nvm_smgr.c) answers by
  *   leaving the blocks in its mapping and pointing the handle's iovecs at
  *   them (PGAIO_HF_IN_PLACE), and the completion callback verifies each page
- *   there and records the redirection (NvmInPlacePage(), NvmRedirectDone()).
+ *   there, unless a prefetch helper verified those very bytes already
+ *   (NvmInPlaceVerified()), and records the redirection (NvmInPlacePage(),
+ *   NvmRedirectDone()).
  *   Data flows one way: this file calls the storage manager, never the
  *   reverse.  Every other pin of a redirected buffer copies it into the slot
  *   first (at pin time, before the caller can obtain a page pointer it might
@@ -93,13 +95,16 @@ static MemoryContext NvmViewCxt = NULL;
 
 
 /*
- * NvmBufShmemSize -- shared memory of pgnvm: the redirection flags, and the
- * statistics slots (nvm_stats.c), sized with the buffer pool's.
+ * NvmBufShmemSize -- shared memory of pgnvm: the redirection flags, the
+ * statistics slots (nvm_stats.c) and the storage manager's write counters
+ * (nvm_smgr.c), sized with the buffer pool's.
  */
 Size
 NvmBufShmemSize(void)
 {
-	return add_size(mul_size(NBuffers, sizeof(uint8)), NvmStatsShmemSize());
+	return add_size(add_size(mul_size(NBuffers, sizeof(uint8)),
+							 NvmStatsShmemSize()),
+					NvmSmgrShmemSize());
 }
 
 /*
@@ -116,6 +121,7 @@ NvmBufShmemInit(void)
 	if (!found)
 		memset((void *) NvmBufferFlags, 0, NBuffers * sizeof(uint8));
 	NvmStatsShmemInit();
+	NvmSmgrShmemInit();
 }
 
 /*
@@ -422,6 +428,35 @@ NvmInPlacePage(PgAioHandle *ioh, uint8 buf_off)
 	iovcnt = pgaio_io_get_iovec_length(ioh, &iov);
 	Assert(buf_off < iovcnt);
 	return (char *) iov[buf_off].iov_base;
+}
+
+/*
+ * NvmInPlaceVerified -- completion of a read left in place, before the page
+ * at page (block blkno, in this process's mapping) is verified: true if a
+ * prefetch helper of this process verified exactly these bytes already (a
+ * finished job's successful verdict; the storage manager decides whether it
+ * still holds, see nvm_verified_ahead()), and then the caller does not
+ * verify them again.  Otherwise the caller verifies them itself, with
+ * stock's checks, messages and settings (ignore_checksum_failure,
+ * zero_damaged_pages): a missing, unfinished or failed verdict is never
+ * trusted.  Counted either way.  Runs in a critical section.
+ */
+bool
+NvmInPlaceVerified(const char *page, BlockNumber blkno)
+{
+	switch (nvm_verified_ahead(page, blkno))
+	{
+		case NVM_VERIFY_OK:
+			MyNvmStats->verified_by_helper++;
+			return true;
+		case NVM_VERIFY_FAILED:
+			MyNvmStats->helper_verify_failed++;
+			break;
+		case NVM_VERIFY_NONE:
+			break;
+	}
+	MyNvmStats->verified_by_backend++;
+	return false;
 }
 
 /*

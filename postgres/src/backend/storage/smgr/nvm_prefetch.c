@@ -36,6 +36,16 @@
  * NvmPrefetchAhead()).  Jobs the stream has overtaken are retired, so a
  * helper that fell behind does not waste time on them.
  *
+ * Verification.  With data checksums on, a helper that has faulted a job's
+ * blocks in also verifies them (nvm_verify_job(): the checksum and the
+ * header checks of PageIsVerified(), on a copy it reads with
+ * process_vm_readv()) and publishes a verdict per block in the job's slot
+ * of this process's verdict table (Verdicts[]); the read's completion asks
+ * for it through the storage manager (NvmPrefetchVerdict()) and verifies
+ * the page itself when there is no finished, successful verdict for exactly
+ * the bytes it reads.  Why a verdict is never stale is argued in
+ * docs/storage-engines.md (V1-V6) and at each step below.
+ *
  * Safety.  Helper threads never load or store through a mapping: madvise()
  * on a range that is not mapped (any more) or lies beyond the end of the
  * file fails with an error code, and a prefetch instruction never faults.
@@ -57,11 +67,18 @@
  */
 #include "postgres.h"
 
+#include <sys/uio.h>
+#include <unistd.h>
+
 #include <nvmprefetch.h>
 
+#include "port/atomics.h"
+#include "storage/bufpage.h"
+#include "storage/checksum.h"
 #include "storage/ipc.h"
 #include "storage/nvm_prefetch.h"
 #include "storage/nvm_stats.h"
+#include "utils/memutils.h"
 
 /* GUCs */
 int			nvm_prefetch = NVM_PREFETCH_OFF;
@@ -114,6 +131,59 @@ typedef struct NvmPendingJob
 static NvmPendingJob Pending[NVM_PENDING_JOBS];
 static int	PendingHead = 0;
 static int	PendingCount = 0;
+
+/*
+ * Verdicts of the helpers (data checksums on), one slot per job, slot
+ * seq % NVM_VERDICT_SLOTS for job number seq of this process's pool.
+ *
+ * state is the only field both sides write: the job's number and its
+ * phase, (seq << 2) | phase.  The backend claims a slot for the job it is
+ * about to enqueue (any phase but RUNNING -> seq QUEUED, compare-and-swap),
+ * then fills addr .. wgen and enqueues the job (the queue's release makes
+ * them visible to the helper that dequeues it).  That helper moves the slot
+ * from seq QUEUED to seq RUNNING (compare-and-swap: it fails if the slot has
+ * been claimed for a later job meanwhile, and then nothing is written),
+ * writes blocks[], and publishes seq DONE with a release barrier.  The
+ * backend reads blocks[] only after reading seq DONE (then a read barrier):
+ * nobody writes them again until the backend itself claims the slot for
+ * another job.  live is the backend's own: false once the mapping the job
+ * points into has been let go (NvmPrefetchForget()), so that a verdict
+ * about whatever is mapped at that address later is never looked at.
+ */
+#define NVM_VERDICT_SLOTS	256 /* more than the queue's 255 jobs */
+
+#define NVM_VERDICT_FREE	0
+#define NVM_VERDICT_QUEUED	1
+#define NVM_VERDICT_RUNNING	2
+#define NVM_VERDICT_DONE	3
+#define NVM_VERDICT_STATE(seq, phase)	(((seq) << 2) | (phase))
+
+typedef struct NvmVerdictBlock
+{
+	bool		checked;		/* the helper could read the block */
+	bool		ok;				/* it passed the checksum and header checks */
+	uint16		checksum;		/* pd_checksum of the bytes checked */
+	uint64		lsn;			/* pd_lsn of the bytes checked */
+} NvmVerdictBlock;
+
+typedef struct NvmVerdict
+{
+	pg_atomic_uint64 state;
+	/* set by the backend before the job is enqueued */
+	char	   *addr;			/* first block, in this process's mapping */
+	BlockNumber blkno;			/* its block number in the relation */
+	int			nblocks;
+	uint64		seq;
+	uint64		wgen;			/* nvm_smgr.c's write generation then */
+	bool		live;			/* the backend's own, see above */
+	/* written by the helper holding the slot RUNNING, published by DONE */
+	NvmVerdictBlock blocks[NVM_PREFETCH_JOB_BLOCKS];
+} NvmVerdict;
+
+static NvmVerdict *Verdicts = NULL; /* this pool's, or NULL */
+static uint64 NextSeq = 0;		/* number the pool gives the next job */
+static int	VerdictCursor = 0;	/* where the last lookup found its slot */
+static pid_t HelperPid = 0;		/* for process_vm_readv() in the helpers */
 
 
 /*
@@ -181,6 +251,14 @@ nvm_prefetch_stop(void)
 		HelperPool = NULL;
 		nvmpf_destroy(pool);
 	}
+	/* the helpers are joined: no verdict of theirs is written or read now */
+	if (Verdicts != NULL)
+	{
+		pfree(Verdicts);
+		Verdicts = NULL;
+	}
+	NextSeq = 0;
+	VerdictCursor = 0;
 	PendingHead = PendingCount = 0;
 	LastMap = NULL;
 	LastReadEnd = InvalidBlockNumber;
@@ -192,6 +270,211 @@ static void
 nvm_prefetch_at_exit(int code, Datum arg)
 {
 	nvm_prefetch_stop();
+}
+
+/*
+ * nvm_page_ok -- what PageIsVerified() accepts without a word, for a page
+ * that is not new: the checksum matches and the header is sane.  Runs in
+ * helper threads: pure computation on the caller's copy of the page (no
+ * elog, no palloc, no shared memory).  All-zero (new) pages are left to the
+ * backend, which has stock's rules for them.
+ */
+static bool
+nvm_page_ok(const char *page, BlockNumber blkno)
+{
+	const PageHeaderData *p = (const PageHeaderData *) page;
+
+	if (PageIsNew((Page) page))
+		return false;
+	if (pg_checksum_page_readonly(page, blkno) != p->pd_checksum)
+		return false;
+	return (p->pd_flags & ~PD_VALID_FLAG_BITS) == 0 &&
+		p->pd_lower <= p->pd_upper &&
+		p->pd_upper <= p->pd_special &&
+		p->pd_special <= BLCKSZ &&
+		p->pd_special == MAXALIGN(p->pd_special);
+}
+
+/*
+ * nvm_verify_job -- libnvmprefetch's job hook (nvmpf_config.job_done), in a
+ * helper thread, after it faulted in job seq's range without error: verify
+ * the job's blocks and publish the verdicts in its slot, if the slot is
+ * still the job's (see NvmVerdict).
+ *
+ * The bytes are read with process_vm_readv() on our own process, into a
+ * copy on the helper's stack, never by a load through the mapping: the
+ * backend may unmap the range at any moment (P2), and the system call then
+ * fails with an error code instead of a fault.  The checksum is computed on
+ * the copy, so a write-back racing with the copy shows as a failed block,
+ * and the header fields recorded are those of the very bytes checked.
+ */
+static void
+nvm_verify_job(void *arg, const void *addr, size_t len, uint64 seq)
+{
+	NvmVerdict *v = &((NvmVerdict *) arg)[seq % NVM_VERDICT_SLOTS];
+	uint64		expected = NVM_VERDICT_STATE(seq, NVM_VERDICT_QUEUED);
+	PGAlignedBlock copy;
+
+	/* the slot is the job's, and now ours (a full barrier) */
+	if (!pg_atomic_compare_exchange_u64(&v->state, &expected,
+										NVM_VERDICT_STATE(seq, NVM_VERDICT_RUNNING)))
+		return;
+
+	for (int i = 0; i < v->nblocks; i++)
+	{
+		struct iovec local = {copy.data, BLCKSZ};
+		struct iovec remote = {v->addr + (size_t) i * BLCKSZ, BLCKSZ};
+		NvmVerdictBlock *b = &v->blocks[i];
+
+		b->checked = b->ok = false;
+		if (v->addr != (const char *) addr ||
+			(size_t) v->nblocks * BLCKSZ != len ||
+			process_vm_readv(HelperPid, &local, 1, &remote, 1, 0) != BLCKSZ)
+			continue;
+		b->checked = true;
+		b->ok = nvm_page_ok(copy.data, v->blkno + i);
+		b->lsn = PageXLogRecPtrGet(((PageHeader) copy.data)->pd_lsn);
+		b->checksum = ((PageHeader) copy.data)->pd_checksum;
+	}
+
+	/* publish: the verdicts before the phase (pairs with the lookup) */
+	pg_write_barrier();
+	pg_atomic_write_u64(&v->state, NVM_VERDICT_STATE(seq, NVM_VERDICT_DONE));
+}
+
+/*
+ * nvm_verdict_claim -- the backend is about to enqueue a job for nblocks
+ * blocks at addr, the first being blkno: claim the job's verdict slot.
+ * Returns false (the job is only prefetched, not verified) if wgen is 0
+ * (checksums off, or a write through a mapping was in progress) or a helper
+ * still works in the slot for an older job.
+ */
+static bool
+nvm_verdict_claim(char *addr, BlockNumber blkno, int nblocks, uint64 wgen)
+{
+	uint64		seq = NextSeq;
+	NvmVerdict *v = &Verdicts[seq % NVM_VERDICT_SLOTS];
+	uint64		old;
+
+	Assert(nblocks > 0 && nblocks <= NVM_PREFETCH_JOB_BLOCKS);
+	if (wgen == 0)
+		return false;
+	old = pg_atomic_read_u64(&v->state);
+	if ((old & 3) == NVM_VERDICT_RUNNING ||
+		!pg_atomic_compare_exchange_u64(&v->state, &old,
+										NVM_VERDICT_STATE(seq, NVM_VERDICT_QUEUED)))
+		return false;
+	/* no helper reads these before the job is enqueued */
+	v->addr = addr;
+	v->blkno = blkno;
+	v->nblocks = nblocks;
+	v->seq = seq;
+	v->wgen = wgen;
+	v->live = true;
+	return true;
+}
+
+/*
+ * nvm_enqueue_one -- enqueue one job of nblocks blocks at addr (block
+ * blkno), verified by the helper when wgen allows it (nvm_verdict_claim());
+ * the job's number in *seq.  NVMPF_OK or NVMPF_EFULL.
+ */
+static int
+nvm_enqueue_one(nvmpf_pool *pool, char *addr, BlockNumber blkno,
+				BlockNumber nblocks, uint64 wgen, uint64 *seq)
+{
+	bool		claimed = nvm_verdict_claim(addr, blkno, (int) nblocks, wgen);
+	int			rc;
+
+	rc = nvmpf_enqueue_seq(pool, addr, (size_t) nblocks * BLCKSZ, seq);
+	if (rc == NVMPF_OK)
+	{
+		Assert(*seq == NextSeq);
+		NextSeq++;
+	}
+	else if (claimed)
+	{
+		/*
+		 * Dropped: the slot names a job that will never run (the next job
+		 * gets the same number); no helper holds it, so it can be freed.
+		 */
+		NvmVerdict *v = &Verdicts[NextSeq % NVM_VERDICT_SLOTS];
+
+		v->live = false;
+		pg_atomic_write_u64(&v->state, NVM_VERDICT_FREE);
+	}
+	return rc;
+}
+
+/*
+ * NvmPrefetchVerdict -- the read's completion (through nvm_smgr.c) asks
+ * whether a helper verified the page at addr, block blkno, in this
+ * process's mapping.  NVM_VERIFY_OK only for a finished job (DONE) of a
+ * mapping not let go since, enqueued in write generation wgen (so no write
+ * through a mapping started since, nor was in progress then), whose verdict
+ * for the block is OK and whose pd_lsn and pd_checksum are those the page
+ * shows now.  NVM_VERIFY_FAILED if such a job found the block invalid (for
+ * counting only: the caller verifies it, as with NVM_VERIFY_NONE).  Runs in
+ * a critical section: no allocation, no error.
+ */
+NvmVerifyResult
+NvmPrefetchVerdict(const char *addr, BlockNumber blkno, uint64 wgen)
+{
+	if (Verdicts == NULL || wgen == 0)
+		return NVM_VERIFY_NONE;
+
+	/* from the last slot found on: sequential reads find theirs at once */
+	for (int k = 0; k < NVM_VERDICT_SLOTS; k++)
+	{
+		int			idx = (VerdictCursor + k) % NVM_VERDICT_SLOTS;
+		NvmVerdict *v = &Verdicts[idx];
+		const NvmVerdictBlock *b;
+		size_t		off;
+		const PageHeaderData *p;
+
+		if (!v->live || addr < v->addr ||
+			addr >= v->addr + (size_t) v->nblocks * BLCKSZ)
+			continue;
+		off = (size_t) (addr - v->addr);
+		if (off % BLCKSZ != 0 || v->blkno + off / BLCKSZ != blkno ||
+			v->wgen != wgen)
+			continue;
+		if (pg_atomic_read_u64(&v->state) !=
+			NVM_VERDICT_STATE(v->seq, NVM_VERDICT_DONE))
+			continue;
+		pg_read_barrier();		/* pairs with the helper's publish */
+		b = &v->blocks[off / BLCKSZ];
+		if (!b->checked)
+			continue;
+		if (!b->ok)
+			return NVM_VERIFY_FAILED;
+		p = (const PageHeaderData *) addr;
+		if (b->checksum != p->pd_checksum ||
+			b->lsn != PageXLogRecPtrGet(p->pd_lsn))
+			continue;
+		VerdictCursor = idx;
+		return NVM_VERIFY_OK;
+	}
+	return NVM_VERIFY_NONE;
+}
+
+/*
+ * NvmPrefetchForget -- the mapping at [addr, addr + len) is let go (to be
+ * unmapped, now or when its last view goes): verdicts about it are never
+ * looked at again, whatever is mapped there later.
+ */
+void
+NvmPrefetchForget(const char *addr, size_t len)
+{
+	if (Verdicts == NULL)
+		return;
+	for (int i = 0; i < NVM_VERDICT_SLOTS; i++)
+	{
+		NvmVerdict *v = &Verdicts[i];
+
+		if (v->live && v->addr >= addr && v->addr < addr + len)
+			v->live = false;
+	}
 }
 
 /*
@@ -236,10 +519,23 @@ nvm_prefetch_pool(void)
 	cfg.log_arg = NULL;
 	PoolMessage[0] = '\0';
 
+	/* the helpers' verdicts (used only while data checksums are on) */
+	Verdicts = MemoryContextAllocZero(TopMemoryContext,
+									  sizeof(NvmVerdict) * NVM_VERDICT_SLOTS);
+	for (int i = 0; i < NVM_VERDICT_SLOTS; i++)
+		pg_atomic_init_u64(&Verdicts[i].state, NVM_VERDICT_FREE);
+	NextSeq = 0;
+	VerdictCursor = 0;
+	HelperPid = getpid();
+	cfg.job_done = nvm_verify_job;
+	cfg.job_arg = Verdicts;
+
 	rc = nvmpf_create(&cfg, &HelperPool);
 	if (rc != NVMPF_OK)
 	{
 		HelperPool = NULL;
+		pfree(Verdicts);
+		Verdicts = NULL;
 		FailedGeneration = MappingGeneration;
 		ereport(WARNING,
 				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
@@ -283,12 +579,14 @@ nvm_prefetch_retire(char *map, BlockNumber upto)
 }
 
 /*
- * nvm_prefetch_enqueue -- hand [start, end) of map to the helpers, in jobs
- * of at most NVM_PREFETCH_JOB_BLOCKS blocks.
+ * nvm_prefetch_enqueue -- hand [start, end) of map, the segment whose first
+ * block is segbase, to the helpers, in jobs of at most
+ * NVM_PREFETCH_JOB_BLOCKS blocks (verified too, in write generation wgen if
+ * not 0).
  */
 static void
-nvm_prefetch_enqueue(nvmpf_pool *pool, char *map, BlockNumber start,
-					 BlockNumber end)
+nvm_prefetch_enqueue(nvmpf_pool *pool, char *map, BlockNumber segbase,
+					 BlockNumber start, BlockNumber end, uint64 wgen)
 {
 	while (start < end)
 	{
@@ -297,8 +595,8 @@ nvm_prefetch_enqueue(nvmpf_pool *pool, char *map, BlockNumber start,
 		uint64		seq;
 		int			rc;
 
-		rc = nvmpf_enqueue_seq(pool, map + (size_t) start * BLCKSZ,
-							   (size_t) n * BLCKSZ, &seq);
+		rc = nvm_enqueue_one(pool, map + (size_t) start * BLCKSZ,
+							 segbase + start, n, wgen, &seq);
 		if (rc == NVMPF_OK)
 		{
 			MyNvmStats->prefetch_jobs++;
@@ -343,14 +641,16 @@ nvm_prefetch_inline(char *map, BlockNumber start, BlockNumber end)
 
 /*
  * NvmPrefetchRedirected -- blocks [segblock, segblock + nblocks) of the
- * segment mapped read-only at segmap were just redirected (see the file
- * header comment for what is prefetched when).  The segment has at least
- * seglimit blocks: nothing beyond is handed out (a helper's madvise() there
- * would fail: the file ends).
+ * segment mapped read-only at segmap, whose first block is segbase, were
+ * just redirected (see the file header comment for what is prefetched
+ * when).  The segment has at least seglimit blocks: nothing beyond is
+ * handed out (a helper's madvise() there would fail: the file ends).  wgen:
+ * nvm_smgr.c's write generation, or 0 if the helpers must not verify.
  */
 void
-NvmPrefetchRedirected(char *segmap, BlockNumber segblock, BlockNumber nblocks,
-					  BlockNumber seglimit, bool ahead)
+NvmPrefetchRedirected(char *segmap, BlockNumber segbase, BlockNumber segblock,
+					  BlockNumber nblocks, BlockNumber seglimit, bool ahead,
+					  uint64 wgen)
 {
 	BlockNumber start;
 	BlockNumber end;
@@ -405,22 +705,25 @@ NvmPrefetchRedirected(char *segmap, BlockNumber segblock, BlockNumber nblocks,
 	if (sequential && end - start < NVM_PREFETCH_MIN_JOB_BLOCKS &&
 		end < seglimit)
 		return;
-	nvm_prefetch_enqueue(pool, segmap, start, end);
+	nvm_prefetch_enqueue(pool, segmap, segbase, start, end, wgen);
 	PrefetchedEnd = end;
 }
 
 /*
- * NvmPrefetchAhead -- an index scan will fetch the nblocks blocks at addr
- * soon (nvm_index_ahead.c): a helper faults them in and prefetches them;
+ * NvmPrefetchAhead -- an index scan will fetch the nblocks blocks at addr,
+ * the first being blkno, soon (nvm_index_ahead.c, through nvm_smgr.c): a
+ * helper faults them in, prefetches them and (wgen not 0) verifies them;
  * inline, the backend prefetches the first lines of each (its header and
  * line pointers), which helps only if the page is mapped already (a prefetch
  * of an unmapped page is dropped by the CPU).  Such jobs are not tracked for
  * retiring: nothing overtakes them but the fetch itself.
  */
 void
-NvmPrefetchAhead(char *addr, BlockNumber nblocks)
+NvmPrefetchAhead(char *addr, BlockNumber blkno, BlockNumber nblocks,
+				 uint64 wgen)
 {
 	nvmpf_pool *pool;
+	uint64		seq;
 
 	if (nvm_prefetch != NVM_PREFETCH_HELPER && HelperPool != NULL)
 		nvm_prefetch_stop();
@@ -440,7 +743,8 @@ NvmPrefetchAhead(char *addr, BlockNumber nblocks)
 	pool = nvm_prefetch_pool();
 	if (pool == NULL)
 		return;
-	if (nvmpf_enqueue(pool, addr, (size_t) nblocks * BLCKSZ) == NVMPF_OK)
+	Assert(nblocks <= NVM_PREFETCH_JOB_BLOCKS);
+	if (nvm_enqueue_one(pool, addr, blkno, nblocks, wgen, &seq) == NVMPF_OK)
 	{
 		MyNvmStats->prefetch_jobs++;
 		MyNvmStats->prefetch_bytes += (uint64) nblocks * BLCKSZ;

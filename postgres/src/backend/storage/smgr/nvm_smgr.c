@@ -52,6 +52,18 @@
  * and the buffer manager holds a "view" of a mapping (nvm_view_acquire())
  * for as long as one of its pinned buffers points into it.
  *
+ * Verification by prefetch helpers (se2, nvm_prefetch = helper, data
+ * checksums on).  Helpers that prefetch redirected blocks also verify them
+ * (nvm_prefetch.c); the buffer manager asks here, in the read's completion,
+ * whether a verdict covers exactly the bytes it reads (nvm_verified_ahead()).
+ * A verdict names the mapping address and block number of its job, the
+ * pd_lsn and pd_checksum of the bytes checked, and the *write generation*
+ * at which the job was enqueued: the number of writes into relation files
+ * through this storage manager (nvm_writev(), nvm_truncate()) started so
+ * far by all processes, taken only while none was in progress.  A verdict
+ * is used only if no such write has started since, and it is forgotten when
+ * its mapping is let go (nvm_let_go()).  See docs/storage-engines.md, V1-V6.
+ *
  * Durability.  Blocks written through a MAP_SHARED mapping are the same
  * page-cache (or, with DAX, device) pages that write() would have
  * modified, and fsync() on any descriptor of the file writes back pages
@@ -78,9 +90,12 @@
 #include "nodes/pg_list.h"
 #include "pgstat.h"
 #include "port/pg_iovec.h"
+#include "access/xlog.h"
+#include "port/atomics.h"
 #include "storage/aio.h"
 #include "storage/aio_internal.h"
 #include "storage/md.h"
+#include "storage/shmem.h"
 #include "storage/nvm_fault.h"
 #include "storage/nvm_prefetch.h"
 #include "storage/nvm_smgr.h"
@@ -142,6 +157,107 @@ static int	NvmByAddrCap = 0;
 
 /* a failed mmap() is logged once per process */
 static bool NvmFallbackLogged = false;
+
+/*
+ * Writes into relation files through this storage manager, all processes:
+ * a write increments writes_started before it changes a byte and
+ * writes_done after its last byte (both full barriers).  See
+ * nvm_write_generation().
+ */
+typedef struct NvmSmgrShared
+{
+	pg_atomic_uint64 writes_started;
+	pg_atomic_uint64 writes_done;
+} NvmSmgrShared;
+
+static NvmSmgrShared *NvmShared = NULL;
+
+
+/*
+ * NvmSmgrShmemSize, NvmSmgrShmemInit -- the write counters in shared
+ * memory (called with the buffer pool's, by nvm_buf.c).
+ */
+Size
+NvmSmgrShmemSize(void)
+{
+	return sizeof(NvmSmgrShared);
+}
+
+void
+NvmSmgrShmemInit(void)
+{
+	bool		found;
+
+	NvmShared = ShmemInitStruct("pgnvm smgr writes", sizeof(NvmSmgrShared),
+								&found);
+	if (!found)
+	{
+		pg_atomic_init_u64(&NvmShared->writes_started, 0);
+		pg_atomic_init_u64(&NvmShared->writes_done, 0);
+	}
+}
+
+/* a write into a relation file begins / has ended (see NvmSmgrShared) */
+static inline void
+nvm_write_begins(void)
+{
+	pg_atomic_fetch_add_u64(&NvmShared->writes_started, 1);
+}
+
+static inline void
+nvm_write_ends(void)
+{
+	pg_atomic_fetch_add_u64(&NvmShared->writes_done, 1);
+}
+
+/*
+ * nvm_write_generation -- for a prefetch job about to be enqueued: the
+ * write generation (writes started so far, plus one), or 0 if its blocks
+ * must not be verified by a helper: data checksums are off, or a write is
+ * in progress (its bytes might be half copied when the helper reads them).
+ *
+ * writes_done is read first: if writes_started, read after it, has the same
+ * value, then at that moment every write started had ended (done <= started
+ * at all times, and done can only have grown).  A write that starts later
+ * makes writes_started larger than the generation, which the completion
+ * sees (nvm_verified_ahead()).
+ */
+static uint64
+nvm_write_generation(void)
+{
+	uint64		done;
+	uint64		started;
+
+	if (NvmShared == NULL || !DataChecksumsEnabled())
+		return 0;
+	done = pg_atomic_read_u64(&NvmShared->writes_done);
+	pg_read_barrier();
+	started = pg_atomic_read_u64(&NvmShared->writes_started);
+	return started == done ? started + 1 : 0;
+}
+
+/*
+ * nvm_verified_ahead -- for the buffer manager, in the completion of a read
+ * left in place (a critical section): did a prefetch helper of this process
+ * verify the page at page (block blkno, in this process's read-only
+ * mapping), and do the verdict's bytes stay those of the page?  OK only
+ * for a finished job's successful verdict about this address and block,
+ * whose mapping was not let go since it was enqueued, with no write through
+ * this storage manager started since (same write generation), and with the
+ * pd_lsn and pd_checksum the page shows now (nvm_prefetch.c).
+ *
+ * A write of this very block by another process must have ended before our
+ * read could start (the block had to leave its old buffer, under the
+ * buffer manager's locks), so writes_started, read here, counts it.
+ */
+NvmVerifyResult
+nvm_verified_ahead(const char *page, BlockNumber blkno)
+{
+	if (NvmShared == NULL)
+		return NVM_VERIFY_NONE;
+	return NvmPrefetchVerdict(page, blkno,
+							  pg_atomic_read_u64(&NvmShared->writes_started) + 1);
+}
 
 
 /*
@@ -241,6 +357,9 @@ nvm_let_go(NvmMapping *m)
 	if (m == NULL)
 		return;
 	m->reln = NULL;
+	/* whatever is mapped at this address later, no verdict is about it */
+	if (m->readonly)
+		NvmPrefetchForget(m->addr, NVM_SEGMENT_BYTES);
 	if (m->views > 0)
 	{
 		dlist_delete(&m->node);
@@ -455,16 +574,22 @@ nvm_mapped_block(RelFileLocator rlocator, ForkNumber forknum,
 }
 
 /*
- * nvm_mapped_block_of -- the same for an open relation, for prefetching
- * advice (NULL if the relation is not ours, e.g. temporary, or its segment
- * cannot be mapped).  Faults nothing in.
+ * nvm_prefetch_block -- for index scans' look-ahead (nvm_index_ahead.c):
+ * blocknum of reln will be fetched soon; hand it to prefetching (and to the
+ * helpers' verification).  Advice only: nothing is faulted in here; nothing
+ * happens if the relation is not ours (e.g. temporary) or its segment
+ * cannot be mapped.
  */
-char *
-nvm_mapped_block_of(SMgrRelation reln, BlockNumber blocknum)
+void
+nvm_prefetch_block(SMgrRelation reln, BlockNumber blocknum)
 {
+	char	   *addr;
+
 	if (reln->smgr_which != 1)
-		return NULL;
-	return nvm_ro_block_address(reln, blocknum);
+		return;
+	addr = nvm_ro_block_address(reln, blocknum);
+	if (addr != NULL)
+		NvmPrefetchAhead(addr, blocknum, 1, nvm_write_generation());
 }
 
 /*
@@ -680,8 +805,10 @@ nvm_startreadv(PgAioHandle *ioh,
 		 * at once (ReadBuffer()) is flagged synchronous; a read stream's
 		 * reads are started ahead of use.
 		 */
-		NvmPrefetchRedirected(m->addr, segblock, done, m->known_blocks,
-							  (ioh->flags & PGAIO_HF_SYNCHRONOUS) == 0);
+		NvmPrefetchRedirected(m->addr, blocknum - segblock, segblock, done,
+							  m->known_blocks,
+							  (ioh->flags & PGAIO_HF_SYNCHRONOUS) == 0,
+							  nvm_write_generation());
 
 		/* the blocks stay where they are; those past the end: nowhere */
 		for (BlockNumber i = 0; i < nblocks; i++)
@@ -760,15 +887,30 @@ nvm_writev(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 		}
 		else
 		{
+			/* the guarded copy cannot fail with an ERROR */
+			nvm_write_begins();
 			pgstat_report_wait_start(WAIT_EVENT_DATA_FILE_WRITE);
 			done = nvm_copy_to_mapping(dst, buffers, nthis);
 			pgstat_report_wait_end();
+			nvm_write_ends();
 			MyNvmStats->mapped_writes += done;
 		}
 
 		if (done < nthis)
-			mdwritev(reln, forknum, blocknum + done, buffers + done,
-					 nthis - done, skipFsync);
+		{
+			/* write() can fail: the write ends either way */
+			nvm_write_begins();
+			PG_TRY();
+			{
+				mdwritev(reln, forknum, blocknum + done, buffers + done,
+						 nthis - done, skipFsync);
+			}
+			PG_FINALLY();
+			{
+				nvm_write_ends();
+			}
+			PG_END_TRY();
+		}
 		else if (!skipFsync)
 			mdregisterdirty(reln, forknum, blocknum);
 
@@ -789,7 +931,16 @@ void
 nvm_truncate(SMgrRelation reln, ForkNumber forknum,
 			 BlockNumber curnblk, BlockNumber nblocks)
 {
+	/*
+	 * Truncation changes what blocks a file holds: a write for the helpers'
+	 * verdicts (callers hold a critical section, so an ERROR here is a
+	 * PANIC and nothing is left half counted).
+	 */
+	if (forknum == MAIN_FORKNUM)
+		nvm_write_begins();
 	mdtruncate(reln, forknum, curnblk, nblocks);
+	if (forknum == MAIN_FORKNUM)
+		nvm_write_ends();
 
 	if (forknum == MAIN_FORKNUM && reln->nvm_maps != NULL)
 		nvm_let_go_from(reln, nblocks / ((BlockNumber) RELSEG_SIZE) + 1);
