@@ -9,7 +9,7 @@ before each probe, the block is read by:
 * ``index fetch``: an index scan that lands on the block (se2 redirects heap fetches too);
 * ``index range scan``: an index scan over the blocks before it and the block, long enough
   that se2's heap look-ahead (nvm_index_ahead.c) announced the block to the prefetch
-  helpers before fetching it: the helpers only bring it close, the fetch verifies it;
+  helpers before fetching it (with helpers, a failed verdict of theirs is never trusted);
 * ``seqscan, ignore_checksum_failure``: the failure is ignored, the rows are returned;
 * ``seqscan, zero_damaged_pages``: the page is zeroed in the buffer (never in the file)
   and its rows disappear from the result.
@@ -30,6 +30,20 @@ that the backend uses, and verifies itself where no finished, successful one is 
 * ``index range scan, announced``: an index scan over the ~25 heap blocks before the block
   and the block, whose look-ahead (nvm_index_ahead.c) announces the block to the helpers,
   which verify it; with helpers ``helper_verify_failed`` must grow (repeated as above).
+
+A third table, as big, is read by probes of the opposite direction: a helper's
+*successful* verdict must not outlive the statement that asked for it (REVIEW-verify.md,
+B1). A partial scan (``LIMIT``, stopping at block 450) hands the blocks beyond its stop to
+the helpers, which verify them; then one byte of block 490 is flipped in the file, the
+buffers are evicted, and the whole table is scanned in the same session with
+``nvm_prefetch_distance = 0`` (so the rescan's own jobs are hardly ever finished in time):
+
+* ``stale verdict, next statement``: the two scans in separate transactions;
+* ``stale verdict, same transaction``: both in one transaction block (only the statement
+  differs).
+
+Both must report stock's XX001 for block 490, as base does: a build that trusted the
+partial scan's verdict returned the count instead. The byte is flipped back after each.
 
 Every probe's outcome (result, or SQLSTATE and message) must equal base's; base itself must
 report stock PostgreSQL's ``invalid page in block N of relation ...`` (XX001) for the probes
@@ -52,6 +66,11 @@ from bench.testsuite.outcomes import against_base, describe, outcome, query_with
 ROWS = 8_000  # ~1 MB heap
 BLOCK = 7  # the block that gets corrupted
 BLCKSZ = 8192
+#: the stale-verdict probes: a partial scan stops at STALE_STOP, its helpers have verified
+#: the blocks up to ~nvm_prefetch_distance (64) beyond, STALE_BLOCK among them
+STALE_STOP = 450
+STALE_BLOCK = 490
+STALE_PROBES = ("stale verdict, next statement", "stale verdict, same transaction")
 INDEX_ONLY = {"enable_seqscan": "off", "enable_bitmapscan": "off", "enable_indexonlyscan": "off"}
 MUST_FAIL = (
     "seqscan",
@@ -60,6 +79,7 @@ MUST_FAIL = (
     "long seqscan",
     "long seqscan, backend verifies",
     "index range scan, announced",
+    *STALE_PROBES,
 )
 BIG_ROWS = 40_000  # ~650 blocks
 BIG_BLOCK = 500  # far into the table: helpers run ahead of a scan that gets there
@@ -104,8 +124,19 @@ def checksum(env: EngineEnv, limit: float) -> str:
             "INSERT INTO cksum_big SELECT g, repeat(md5(g::text), 2) FROM generate_series(1, %s) g",
             (BIG_ROWS,),
         )
+        c.execute("DROP TABLE IF EXISTS cksum_stale")
+        c.execute(
+            "CREATE TABLE cksum_stale (id int PRIMARY KEY, pad text) "
+            "WITH (autovacuum_enabled = off)"
+        )
+        c.execute(
+            "INSERT INTO cksum_stale SELECT g, repeat(md5(g::text), 2) "
+            "FROM generate_series(1, %s) g",
+            (BIG_ROWS,),
+        )
         c.execute("VACUUM (FREEZE, ANALYZE) cksum_t")
         c.execute("VACUUM (FREEZE, ANALYZE) cksum_big")
+        c.execute("VACUUM (FREEZE, ANALYZE) cksum_stale")
         c.execute("CHECKPOINT")
         relpath = c.execute("SELECT pg_relation_filepath('cksum_t')").fetchone()[0]  # type: ignore[index]
         victim = c.execute(f"SELECT id FROM cksum_t WHERE ctid = '({BLOCK},1)'").fetchone()[0]  # type: ignore[index]
@@ -119,6 +150,14 @@ def checksum(env: EngineEnv, limit: float) -> str:
         big_path = env.server.cluster.datadir / big_relpath
         if big_path.stat().st_size < (BIG_BLOCK + 20) * BLCKSZ:
             raise CheckFailed(f"cksum_big has fewer than {BIG_BLOCK + 20} blocks")
+        stale_relpath = c.execute("SELECT pg_relation_filepath('cksum_stale')").fetchone()[0]  # type: ignore[index]
+        stale_path = env.server.cluster.datadir / stale_relpath
+        if stale_path.stat().st_size < (STALE_BLOCK + 100) * BLCKSZ:
+            raise CheckFailed(f"cksum_stale has fewer than {STALE_BLOCK + 100} blocks")
+        # the partial scan returns the rows before the first of block STALE_STOP
+        stale_limit = c.execute(
+            f"SELECT id - 1 FROM cksum_stale WHERE ctid = '({STALE_STOP},1)'"
+        ).fetchone()[0]  # type: ignore[index]
 
         def evict() -> None:
             c.execute("SELECT pg_buffercache_evict_relation('cksum_t')")
@@ -165,6 +204,42 @@ def checksum(env: EngineEnv, limit: float) -> str:
 
         grown: dict[str, dict[str, int]] = {}
 
+        def probe_stale(name: str, in_transaction: bool) -> dict[str, Any]:
+            """Partial scan of cksum_stale, flip a byte of STALE_BLOCK (beyond the stop,
+            verified by the helpers of the partial scan), evict, rescan the whole table in
+            the same session with ``nvm_prefetch_distance = 0``; in one transaction block
+            if ``in_transaction``. The byte is flipped back afterwards."""
+            offset = STALE_BLOCK * BLCKSZ + BLCKSZ // 2
+            evict_stale = "SELECT pg_buffercache_evict_relation('cksum_stale')"
+            for k, v in (no_par | {"synchronize_seqscans": "off"}).items():
+                c.execute(f"SET {k} = '{v}'")
+            c.execute(evict_stale)
+            before = counters.read_counters(c)
+            flipped = False
+            try:
+                if in_transaction:
+                    c.execute("BEGIN")
+                c.execute(
+                    f"SELECT count(*) FROM (SELECT id FROM cksum_stale LIMIT {stale_limit}) s"
+                )
+                flip_byte(stale_path, offset)
+                flipped = True
+                c.execute(evict_stale)
+                c.execute("SET nvm_prefetch_distance = 0")
+                o = outcome(
+                    stale_relpath, lambda: c.execute("SELECT count(*) FROM cksum_stale").fetchall()
+                )
+            finally:
+                if in_transaction:
+                    c.execute("ROLLBACK")
+                if flipped:
+                    flip_byte(stale_path, offset)
+                c.execute("RESET ALL")
+                c.execute(evict_stale)
+            grown[name] = counters.delta(before, counters.read_counters(c))
+            notes.append(f"{name}: " + counters.fmt(grown[name], VERIFY_COUNTERS))
+            return o
+
         no_par = {"max_parallel_workers_per_gather": "0"}
         outcomes = {
             "seqscan": probe(no_par, "SELECT count(*) FROM cksum_t"),
@@ -200,10 +275,13 @@ def checksum(env: EngineEnv, limit: float) -> str:
                 f"WHERE id BETWEEN {big_victim} - 1500 AND {big_victim} + 50 AND {WORK}",
                 "helper_verify_failed",
             ),
+            "stale verdict, next statement": probe_stale("stale verdict, next statement", False),
+            "stale verdict, same transaction": probe_stale("stale verdict, same transaction", True),
         }
         evict()
         c.execute("DROP TABLE cksum_t")
         c.execute("DROP TABLE cksum_big")
+        c.execute("DROP TABLE cksum_stale")
         if c.execute("SELECT 1").fetchone() != (1,):
             raise CheckFailed("SELECT 1 failed after the probes")
     if env.server.postmaster_pid() != pid_before:

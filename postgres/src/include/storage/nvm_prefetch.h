@@ -58,10 +58,10 @@ extern void NvmPrefetchAhead(char *addr, BlockNumber blkno,
 
 /*
  * For nvm_smgr.c: did a helper of this process verify the page at addr
- * (block blkno) in write generation wgen, bytes unchanged?  (Only a
- * finished, successful verdict is NVM_VERIFY_OK; called in a read's
- * completion.)  And: the
- * mapping at [addr, addr + len) is let go, forget verdicts about it.
+ * (block blkno) in write generation wgen, bytes unchanged, for a job issued
+ * in this statement and scan?  (Only a finished, successful verdict is
+ * NVM_VERIFY_OK; called in a read's completion.)  And: the mapping at
+ * [addr, addr + len) is let go, forget verdicts about it.
  */
 typedef enum NvmVerifyResult
 {

@@ -43,7 +43,9 @@
  * of this process's verdict table (Verdicts[]); the read's completion asks
  * for it through the storage manager (NvmPrefetchVerdict()) and verifies
  * the page itself when there is no finished, successful verdict for exactly
- * the bytes it reads.  Why a verdict is never stale is argued in
+ * the bytes it reads, issued in the current verdict epoch (the same
+ * top-level statement and transaction, and the same scan: see
+ * EpochFirstSeq).  Why a verdict is never stale is argued in
  * docs/storage-engines.md (V1-V6) and at each step below.
  *
  * Safety.  Helper threads never load or store through a mapping: madvise()
@@ -52,11 +54,13 @@
  * So a mapping may be unmapped at any moment (relation closed, truncated,
  * dropped) without waiting for the helpers, and a file cut short cannot
  * raise SIGBUS in a helper.  Helpers block all signals (so every signal is
- * still delivered to the backend's own thread) and never call into
- * PostgreSQL; they are created lazily, on the first redirected read that
- * wants them, in the process that reads (each parallel worker has its own),
- * and joined when the process exits or the settings change.  A backend
- * never waits for them: nvmpf_enqueue() drops a job when the queue is full.
+ * still delivered to the backend's own thread) and call into PostgreSQL
+ * only for the verification above (pure computation on their own copy: no
+ * elog, no palloc, no shared memory); they are created lazily, on the first
+ * redirected read that wants them, in the process that reads (each parallel
+ * worker has its own), and joined when the process exits or the settings
+ * change.  A backend never waits for them: nvmpf_enqueue() drops a job when
+ * the queue is full.
  *
  * Portions Copyright (c) 2026, pgnvm developers
  *
@@ -72,12 +76,14 @@
 
 #include <nvmprefetch.h>
 
+#include "access/xact.h"
 #include "port/atomics.h"
 #include "storage/bufpage.h"
 #include "storage/checksum.h"
 #include "storage/ipc.h"
 #include "storage/nvm_prefetch.h"
 #include "storage/nvm_stats.h"
+#include "storage/proc.h"
 #include "utils/memutils.h"
 
 /* GUCs */
@@ -149,6 +155,10 @@ static int	PendingCount = 0;
  * another job.  live is the backend's own: false once the mapping the job
  * points into has been let go (NvmPrefetchForget()), so that a verdict
  * about whatever is mapped at that address later is never looked at.
+ * Slot seq % NVM_VERDICT_SLOTS can hold no other job than seq while seq is
+ * one of the last NVM_VERDICT_SLOTS numbers given out (a slot is claimed
+ * only for job NextSeq), so the lookup goes by job number (see
+ * EpochFirstSeq).
  */
 #define NVM_VERDICT_SLOTS	256 /* more than the queue's 255 jobs */
 
@@ -182,8 +192,33 @@ typedef struct NvmVerdict
 
 static NvmVerdict *Verdicts = NULL; /* this pool's, or NULL */
 static uint64 NextSeq = 0;		/* number the pool gives the next job */
-static int	VerdictCursor = 0;	/* where the last lookup found its slot */
+static uint64 VerdictCursor = 0;	/* job whose slot the last lookup used */
 static pid_t HelperPid = 0;		/* for process_vm_readv() in the helpers */
+
+/*
+ * The verdict epoch: a verdict is used only in the epoch its job was issued
+ * in, i.e. only for jobs numbered [EpochFirstSeq, NextSeq).  A new epoch
+ * starts (EpochFirstSeq = NextSeq, so no earlier job's slot is looked at
+ * again):
+ *
+ * - when this process runs another top-level statement (client message:
+ *	 GetCurrentStatementStartTimestamp(), set for each one by postgres.c) or
+ *	 another transaction (MyProc's lxid) than the epoch was started in;
+ *	 nvm_verdict_epoch() notices it at the next claim or lookup, before any
+ *	 slot is read;
+ * - when a read stream's read does not continue forward in the mapping the
+ *	 previous one read (a new stream, a rescan, another relation or segment:
+ *	 NvmPrefetchRedirected()).
+ *
+ * So a helper's verdict is trusted only by the statement, and within it only
+ * by the scan, that asked for it; bytes changed behind PostgreSQL's back
+ * after a helper checked them are caught by every later statement, and by
+ * every later scan, as in stock (docs/storage-engines.md, V6).  The check
+ * costs the lookup two comparisons, and bounds its walk to the epoch's jobs.
+ */
+static uint64 EpochFirstSeq = 0;
+static TimestampTz EpochStmtStart = 0;
+static LocalTransactionId EpochLxid = InvalidLocalTransactionId;
 
 
 /*
@@ -259,6 +294,7 @@ nvm_prefetch_stop(void)
 	}
 	NextSeq = 0;
 	VerdictCursor = 0;
+	EpochFirstSeq = 0;
 	PendingHead = PendingCount = 0;
 	LastMap = NULL;
 	LastReadEnd = InvalidBlockNumber;
@@ -343,6 +379,27 @@ nvm_verify_job(void *arg, const void *addr, size_t len, uint64 seq)
 }
 
 /*
+ * nvm_verdict_epoch -- start a new verdict epoch (see EpochFirstSeq) if this
+ * process runs another top-level statement or transaction than the current
+ * epoch was started in.  Called before any slot is claimed or looked at;
+ * two comparisons, no allocation, no error (it runs in a read's completion).
+ */
+static inline void
+nvm_verdict_epoch(void)
+{
+	TimestampTz stmt = GetCurrentStatementStartTimestamp();
+	LocalTransactionId lxid = MyProc != NULL ? MyProc->vxid.lxid :
+		InvalidLocalTransactionId;
+
+	if (unlikely(stmt != EpochStmtStart || lxid != EpochLxid))
+	{
+		EpochStmtStart = stmt;
+		EpochLxid = lxid;
+		EpochFirstSeq = NextSeq;
+	}
+}
+
+/*
  * nvm_verdict_claim -- the backend is about to enqueue a job for nblocks
  * blocks at addr, the first being blkno: claim the job's verdict slot.
  * Returns false (the job is only prefetched, not verified) if wgen is 0
@@ -359,6 +416,9 @@ nvm_verdict_claim(char *addr, BlockNumber blkno, int nblocks, uint64 wgen)
 	Assert(nblocks > 0 && nblocks <= NVM_PREFETCH_JOB_BLOCKS);
 	if (wgen == 0)
 		return false;
+	/* a job of this statement: verdicts of earlier ones are never used */
+	nvm_verdict_epoch();
+	Assert(seq >= EpochFirstSeq);
 	old = pg_atomic_read_u64(&v->state);
 	if ((old & 3) == NVM_VERDICT_RUNNING ||
 		!pg_atomic_compare_exchange_u64(&v->state, &old,
@@ -409,30 +469,53 @@ nvm_enqueue_one(nvmpf_pool *pool, char *addr, BlockNumber blkno,
 /*
  * NvmPrefetchVerdict -- the read's completion (through nvm_smgr.c) asks
  * whether a helper verified the page at addr, block blkno, in this
- * process's mapping.  NVM_VERIFY_OK only for a finished job (DONE) of a
- * mapping not let go since, enqueued in write generation wgen (so no write
- * through a mapping started since, nor was in progress then), whose verdict
- * for the block is OK and whose pd_lsn and pd_checksum are those the page
- * shows now.  NVM_VERIFY_FAILED if such a job found the block invalid (for
- * counting only: the caller verifies it, as with NVM_VERIFY_NONE).  Runs in
- * a critical section: no allocation, no error.
+ * process's mapping.  NVM_VERIFY_OK only for a finished job (DONE) of the
+ * current verdict epoch (this statement and transaction, this scan: see
+ * EpochFirstSeq), of a mapping not let go since, enqueued in write
+ * generation wgen (so no write through a mapping started since, nor was in
+ * progress then), whose verdict for the block is OK and whose pd_lsn and
+ * pd_checksum are those the page shows now.  NVM_VERIFY_FAILED if such a
+ * job found the block invalid (for counting only: the caller verifies it,
+ * as with NVM_VERIFY_NONE).  Runs in a critical section: no allocation, no
+ * error.
+ *
+ * Only the epoch's jobs are walked, from the one whose slot the last lookup
+ * used (sequential reads find theirs at once): none at all when no job was
+ * issued in this statement yet.
  */
 NvmVerifyResult
 NvmPrefetchVerdict(const char *addr, BlockNumber blkno, uint64 wgen)
 {
+	uint64		lo;
+	uint64		seq;
+
 	if (Verdicts == NULL || wgen == 0)
 		return NVM_VERIFY_NONE;
 
-	/* from the last slot found on: sequential reads find theirs at once */
-	for (int k = 0; k < NVM_VERDICT_SLOTS; k++)
+	/* another statement, transaction: no job issued so far counts */
+	nvm_verdict_epoch();
+	lo = NextSeq > NVM_VERDICT_SLOTS ? NextSeq - NVM_VERDICT_SLOTS : 0;
+	lo = Max(lo, EpochFirstSeq);
+	if (lo >= NextSeq)
+		return NVM_VERIFY_NONE;
+
+	seq = VerdictCursor;
+	if (seq < lo || seq >= NextSeq)
+		seq = lo;
+	for (uint64 k = lo; k < NextSeq; k++)
 	{
-		int			idx = (VerdictCursor + k) % NVM_VERDICT_SLOTS;
-		NvmVerdict *v = &Verdicts[idx];
+		NvmVerdict *v = &Verdicts[seq % NVM_VERDICT_SLOTS];
 		const NvmVerdictBlock *b;
 		size_t		off;
 		const PageHeaderData *p;
+		uint64		jobseq = seq;
 
-		if (!v->live || addr < v->addr ||
+		/* next: the following job, wrapping round within the epoch's */
+		if (++seq == NextSeq)
+			seq = lo;
+
+		/* a slot not claimed for this job holds an older one's: skip it */
+		if (v->seq != jobseq || !v->live || addr < v->addr ||
 			addr >= v->addr + (size_t) v->nblocks * BLCKSZ)
 			continue;
 		off = (size_t) (addr - v->addr);
@@ -440,7 +523,7 @@ NvmPrefetchVerdict(const char *addr, BlockNumber blkno, uint64 wgen)
 			v->wgen != wgen)
 			continue;
 		if (pg_atomic_read_u64(&v->state) !=
-			NVM_VERDICT_STATE(v->seq, NVM_VERDICT_DONE))
+			NVM_VERDICT_STATE(jobseq, NVM_VERDICT_DONE))
 			continue;
 		pg_read_barrier();		/* pairs with the helper's publish */
 		b = &v->blocks[off / BLCKSZ];
@@ -452,7 +535,7 @@ NvmPrefetchVerdict(const char *addr, BlockNumber blkno, uint64 wgen)
 		if (b->checksum != p->pd_checksum ||
 			b->lsn != PageXLogRecPtrGet(p->pd_lsn))
 			continue;
-		VerdictCursor = idx;
+		VerdictCursor = jobseq;
 		return NVM_VERIFY_OK;
 	}
 	return NVM_VERIFY_NONE;
@@ -526,6 +609,7 @@ nvm_prefetch_pool(void)
 		pg_atomic_init_u64(&Verdicts[i].state, NVM_VERDICT_FREE);
 	NextSeq = 0;
 	VerdictCursor = 0;
+	EpochFirstSeq = 0;			/* a new table: every slot is of a later job */
 	HelperPid = getpid();
 	cfg.job_done = nvm_verify_job;
 	cfg.job_arg = Verdicts;
@@ -673,6 +757,15 @@ NvmPrefetchRedirected(char *segmap, BlockNumber segbase, BlockNumber segblock,
 	pool = nvm_prefetch_pool();
 	if (pool == NULL)
 		return;
+
+	/*
+	 * A read that does not continue forward in the mapping the previous one
+	 * read belongs to another scan (a new read stream, a rescan, another
+	 * relation or segment): it uses no verdict of the jobs issued so far
+	 * (see EpochFirstSeq).  Reads of one stream go forward.
+	 */
+	if (LastMap != NULL && (segmap != LastMap || segblock < LastReadEnd))
+		EpochFirstSeq = NextSeq;
 	nvm_prefetch_retire(segmap, segblock + nblocks);
 
 	/* reads following each other: prefetch the distance beyond as well */

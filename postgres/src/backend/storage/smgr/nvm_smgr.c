@@ -242,8 +242,9 @@ nvm_write_generation(void)
  * verify the page at page (block blkno, in this process's read-only
  * mapping), and do the verdict's bytes stay those of the page?  OK only
  * for a finished job's successful verdict about this address and block,
- * whose mapping was not let go since it was enqueued, with no write through
- * this storage manager started since (same write generation), and with the
+ * issued in this statement and scan (nvm_prefetch.c's verdict epoch), whose
+ * mapping was not let go since it was enqueued, with no write through this
+ * storage manager started since (same write generation), and with the
  * pd_lsn and pd_checksum the page shows now (nvm_prefetch.c).
  *
  * A write of this very block by another process must have ended before our
