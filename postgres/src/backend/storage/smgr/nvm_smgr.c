@@ -245,7 +245,8 @@ nvm_write_generation(void)
  * issued in this statement and scan (nvm_prefetch.c's verdict epoch), whose
  * mapping was not let go since it was enqueued, with no write through this
  * storage manager started since (same write generation), and with the
- * pd_lsn and pd_checksum the page shows now (nvm_prefetch.c).
+ * pd_lsn and pd_checksum the page shows now (nvm_prefetch.c).  With data
+ * checksums off no helper verifies anything: no lookup at all.
  *
  * A write of this very block by another process must have ended before our
  * read could start (the block had to leave its old buffer, under the
@@ -254,7 +255,7 @@ nvm_write_generation(void)
 NvmVerifyResult
 nvm_verified_ahead(const char *page, BlockNumber blkno)
 {
-	if (NvmShared == NULL)
+	if (NvmShared == NULL || !DataChecksumsEnabled())
 		return NVM_VERIFY_NONE;
 	return NvmPrefetchVerdict(page, blkno,
 							  pg_atomic_read_u64(&NvmShared->writes_started) + 1);
