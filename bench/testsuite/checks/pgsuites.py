@@ -72,12 +72,19 @@ def tap_recovery(env: EngineEnv, limit: float) -> str:
     which PostgreSQL::Test::Cluster appends to each postgresql.conf.
 
     Skipped for the prefetch variants of se2 (nvm_prefetch inline or helper): they change
-    nothing recovery does. Configurations that change how WAL is written (``nvm_wal =
-    pmem``) run it: every primary and standby writes WAL through libpmem2 (standbys are made
-    from a primary's backup, postgresql.conf included).
+    nothing recovery does. WAL written through libpmem2 (``nvm_wal = pmem``) runs it with
+    base (every primary and standby writes WAL that way; standbys are made from a primary's
+    backup, postgresql.conf included); se1/se2 with it are skipped: nvm_wal changes only
+    how WAL is written (checked with base), the engines only how relation pages are read
+    and written (checked with nvm_wal = file), and the suite takes ~4 min per run.
     """
     if env.config.prefetch != "off":
         raise CheckSkipped(f"recovery is the same as {env.engine}'s (run there)")
+    if env.config.writes_wal_pmem and env.engine != "base":
+        raise CheckSkipped(
+            f"recovery is {env.engine}'s with nvm_wal = file and base's with nvm_wal = pmem "
+            "(run there)"
+        )
     tree = env.run.tree / "src/test/recovery"
     if not tree.is_dir():
         raise CheckFailed(f"no {tree}: is the check flavour built?")
