@@ -58,7 +58,7 @@ from bench.core import cluster as clu
 from bench.core import configs, counters, paths, procfs, topology, ui
 from bench.core.build import ensure_built
 from bench.core.configs import Config
-from bench.tpch import compare, data, measure, queries, report, targets
+from bench.tpch import compare, data, measure, profile, queries, report, targets
 from bench.tpch.report import statistics as stats
 from bench.tpch.settings import (
     DEFAULT_CONFIGS,
@@ -131,6 +131,7 @@ class Options:
     port: int = DEFAULT_PORT
     prefix: str = DEFAULT_PREFIX
     perf: bool = True
+    profile: bool = False  # --profile: perf record of the first run of each config x query
     explain: bool = True
     build: bool = True  # False: use the installed release build as it is (--no-build)
     data_checksums: bool = True  # --data-checksums on|off: clusters of their own when off
@@ -472,6 +473,12 @@ class Runner:
             perf = measure.PerfCounters(pid) if o.perf else None
             if perf:
                 perf.start()
+            sampler = None
+            if o.profile and rep == 1:
+                assert self.writer is not None
+                perf_file = f"{cfg.name}-{queries.qname(q)}-r{rep}.data"
+                sampler = profile.PerfRecord(pid, self.writer.out / "perf" / perf_file)
+                sampler.start()
             t0 = time.perf_counter()
             cur = None
             try:
@@ -485,6 +492,9 @@ class Runner:
                 rec["error"] = str(e).strip()
             wall = time.perf_counter() - t0
             rec["perf"] = perf.stop() if perf else None
+            if sampler is not None:
+                why = sampler.stop()
+                rec["profile"] = why if why else profile.top_symbols(sampler.out)
             s1 = procfs.thread_samples(pid)
             c1 = measure.cluster_sample(pm, {pid}, btypes) if pm else None
             rec["wall_s"] = round(wall, 6)
@@ -573,6 +583,8 @@ class Runner:
         )
         if self.writer:
             self.writer.json("mismatches.json", self.mismatches)
+        if self.opts.profile:
+            (self.writer.out / "profile.md").write_text(profile.render(self.records))
 
     def _save_answer(self, name: str, rows: list[compare.Row]) -> None:
         if self.writer:
@@ -655,6 +667,8 @@ class Runner:
         self.env["server_settings"] = self.server_settings_seen
         self.writer.json("env.json", self.env)
         self.writer.json("mismatches.json", self.mismatches)
+        if self.opts.profile:
+            (self.writer.out / "profile.md").write_text(profile.render(self.records))
         try:
             analysis = report.Analysis(
                 self.plan_doc(), self.env, self.records, self.mismatches, self.plans, interrupted
