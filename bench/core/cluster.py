@@ -2,10 +2,11 @@
 
 A cluster is described by a :class:`ClusterSpec` and saved in
 ``$PGNVM_HOME/clusters/<name>/spec.json``; that directory also holds the server log
-(``postgres.log``) and the unix socket. The data directory is ``<root>/<name>/data`` on the
-chosen storage (:mod:`bench.core.storage`: ``nvm``, the tmpfs at ``/mnt/pgnvm/nvm`` or
-``/mnt/pgnvm/nvm-huge``, or ``disk``, ``$PGNVM_HOME/disk``); ``data_root`` (API only)
-overrides both: datadir = ``<data_root>/data``. Processes of a data directory are found
+(``postgres.log``) and the unix socket. The data directory is on the chosen storage
+(:mod:`bench.core.storage`): ``<root>/<home tag>/<name>/data`` on ``nvm``, the tmpfs at
+``/mnt/pgnvm/nvm`` or ``/mnt/pgnvm/nvm-huge`` that every PGNVM_HOME shares (hence
+:func:`bench.core.paths.home_tag`), or ``$PGNVM_HOME/disk/<name>/data``; ``data_root``
+(API only) overrides both: datadir = ``<data_root>/data``. Processes of a data directory are found
 through :mod:`bench.core.procfs`.
 
 Every server setting pgnvm manages is written to ``<datadir>/pgnvm.conf``, which
@@ -47,7 +48,6 @@ INCLUDE_LINE = f"include '{CONF_NAME}'  # added by pgnvm: settings managed by be
 #: have the same line naming bench/cluster.py: it counts, nothing is appended twice).
 INCLUDE_PREFIX = f"include '{CONF_NAME}'"
 SPEC_FILE = "spec.json"
-OWNER_FILE = ".pgnvm-owner"  # in <storage root>/<name>/: state dir of the cluster using it
 LOG_FILE = "postgres.log"
 STATE_VERSION = 1
 #: Settings pgnvm derives from the spec: setting them via `settings` is refused.
@@ -167,11 +167,18 @@ def render_conf(spec: ClusterSpec, socket_dir: Path) -> str:
 # --------------------------------------------------------------------------- data directory
 
 
+def _datadir_under(root: Path, spec: ClusterSpec) -> Path:
+    if spec.storage == "disk":
+        return root / spec.name / "data"  # the disk root is this home's own
+    return root / paths.home_tag() / spec.name / "data"
+
+
 def default_datadir(spec: ClusterSpec) -> Path:
-    """``<storage root>/<name>/data`` (:mod:`bench.core.storage`), or ``<data_root>/data``."""
+    """``<storage root>[/<home tag>]/<name>/data`` (see the module docstring), or
+    ``<data_root>/data``."""
     if spec.data_root:
         return Path(spec.data_root) / "data"
-    return storage.root(spec.storage, spec.huge) / spec.name / "data"
+    return _datadir_under(storage.root(spec.storage, spec.huge), spec)
 
 
 def resolve_datadir(spec: ClusterSpec) -> Path:
@@ -179,7 +186,7 @@ def resolve_datadir(spec: ClusterSpec) -> Path:
     if spec.data_root:
         return default_datadir(spec)
     try:
-        return storage.root(spec.storage, spec.huge, mount=True) / spec.name / "data"
+        return _datadir_under(storage.root(spec.storage, spec.huge, mount=True), spec)
     except storage.StorageError as e:
         raise ClusterError(str(e)) from e
 
@@ -445,7 +452,6 @@ class Cluster:
             saved.stop("immediate")
             _remove_datadir(saved.datadir, remove_parent=not saved.spec.data_root)
         target = resolve_datadir(self.spec)
-        self._claim_datadir(target)
         self.datadir = target
         if self.is_running():
             self.stop("immediate")
@@ -453,8 +459,6 @@ class Cluster:
             _remove_datadir(self.datadir, remove_parent=False)
         osuser.ensure_dir(self.datadir.parent)
         osuser.chown_to_server(self.datadir.parent)
-        if not self.spec.data_root:
-            (self.datadir.parent / OWNER_FILE).write_text(str(self.state_dir) + "\n")
         cmd = [
             str(self.bin("initdb")),
             "-D",
@@ -479,22 +483,6 @@ class Cluster:
             raise ClusterError(f"initdb failed (exit {r.returncode}):\n{r.stdout}{r.stderr}")
         self._write_conf()
         self.save()
-
-    def _claim_datadir(self, datadir: Path) -> None:
-        """Refuse to initdb over the data directory of a same-named cluster of another
-        PGNVM_HOME (nvm storage roots are shared by all of them)."""
-        if self.spec.data_root:
-            return
-        owner_file = datadir.parent / OWNER_FILE
-        try:
-            owner = Path(owner_file.read_text().strip())
-        except OSError:
-            return
-        if owner != self.state_dir and (owner / SPEC_FILE).is_file():
-            raise ClusterError(
-                f"{datadir} belongs to the cluster whose state is in {owner} (another "
-                "PGNVM_HOME); destroy it there or pick another --name"
-            )
 
     def _pg_ctl(self, *args: str, check: bool = False) -> subprocess.CompletedProcess:
         return osuser.run_pg(
@@ -685,7 +673,6 @@ class Cluster:
 def _remove_datadir(datadir: Path, remove_parent: bool = True) -> None:
     shutil.rmtree(datadir, ignore_errors=True)
     if remove_parent:
-        (datadir.parent / OWNER_FILE).unlink(missing_ok=True)
         # remove the per-cluster parent (<storage root>/<name>) if we left it empty
         with contextlib.suppress(OSError):
             datadir.parent.rmdir()
