@@ -22,7 +22,6 @@ some other way), the cluster is initialised again with the right setting and rel
 from __future__ import annotations
 
 import contextlib
-import os
 from pathlib import Path
 
 import psycopg
@@ -200,14 +199,3 @@ class Target:
             "select c.oid from pg_class c join pg_namespace n on n.oid = c.relnamespace "
             "where n.nspname = 'public' and c.relkind in ('r', 'i')"
         )
-
-
-def drop_os_caches() -> str:
-    """``sync; echo 3 > /proc/sys/vm/drop_caches``: 'dropped' or why not."""
-    os.sync()
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-    except OSError as e:
-        return f"not dropped: {e.strerror or e}"
-    return "dropped"
