@@ -54,6 +54,7 @@ from bench.core import cluster as clu
 from bench.core import configs, counters, paths, procfs, results, topology, ui
 from bench.core.build import ensure_built
 from bench.core.configs import Config
+from bench.core.server import stop_quietly
 from bench.tpch import compare, data, measure, queries, report, targets
 from bench.tpch.report import statistics as stats
 from bench.tpch.settings import (
@@ -585,11 +586,7 @@ class Runner:
             interrupted = True
             raise
         finally:
-            for t in self.targets.values():
-                try:
-                    t.server.stop()
-                except Exception as e:  # best effort during cleanup
-                    ui.error(f"could not stop {t.name}: {e}")
+            stop_quietly(t.server for t in self.targets.values())
             self.finish(interrupted)
         if self.mismatches:
             ui.error(
