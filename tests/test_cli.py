@@ -178,7 +178,7 @@ def test_main_psql_args_reach_psql(home: Path, monkeypatch: pytest.MonkeyPatch) 
 def test_every_command_is_registered() -> None:
     p = cli.build_parser()
     sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
-    assert set(sub.choices) == {"bootstrap", "build", "cluster", "test", "tpch", "micro"}
+    assert set(sub.choices) == {"bootstrap", "build", "cluster", "test", "tpch", "micro", "oltp"}
     a = p.parse_args(["test", "--configs", "nvm_base_worker,nvm_se2_m1", "--only", "crash"])
     assert a.configs == ["nvm_base_worker", "nvm_se2_m1"] and a.only == ["crash"]
     a = p.parse_args(["micro", "scan", "--configs", "nvm_base_worker,nvm_se2"])

@@ -705,3 +705,33 @@ def release(cluster: Cluster) -> None:
     """Forget that this process started ``cluster``: it is meant to outlive the command (e.g.
     ``pgnvm cluster start``), so Ctrl-C / SIGTERM cleanup must not stop it."""
     _started.pop(cluster.spec.name, None)
+
+
+def job_spec(
+    name: str, storage: str, port: int, settings: dict[str, str], data_checksums: bool = True
+) -> ClusterSpec:
+    """The spec of a benchmark job's data cluster: release flavour, engine base (the job
+    switches the engine per configuration, :meth:`bench.core.server.Server.apply_config`)."""
+    return ClusterSpec(
+        name=name,
+        engine="base",
+        storage=storage,
+        port=port,
+        flavour="release",
+        settings=dict(settings),
+        data_checksums=data_checksums,
+    )
+
+
+def job_cluster(spec: ClusterSpec, force: bool = False) -> Cluster:
+    """The cluster ``spec.name`` as saved when it is there and initialised (on ``spec.port``),
+    else a new one from ``spec`` (initdb; ``force``: over an existing one, its data lost)."""
+    c: Cluster | None = None
+    if not force and Cluster.exists(spec.name):
+        with contextlib.suppress(ClusterError, ValueError, KeyError, TypeError):
+            c = Cluster.load(spec.name)
+    if c is None or not c.is_initialized():
+        c = Cluster(spec)
+        c.init(force=force)
+    c.spec.port = spec.port
+    return c

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import psycopg
@@ -206,3 +206,13 @@ class Server:
 
     def log_tail(self, lines: int = 30) -> str:
         return ui.tail(self.cluster.logfile(), lines)
+
+
+def stop_quietly(servers: Iterable[Server]) -> None:
+    """Stop every server, saying (not raising) what failed: a job's cleanup, which must not
+    hide the exception that got it there."""
+    for s in servers:
+        try:
+            s.stop()
+        except Exception as e:  # best effort during cleanup
+            ui.error(f"could not stop {s.name}: {e}")
