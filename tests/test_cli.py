@@ -252,3 +252,13 @@ def test_core_commands_stay_light() -> None:
         [sys.executable, "-c", code], cwd=paths.REPO_ROOT, capture_output=True, text=True
     )
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_out_holding_another_run_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """tpch and oltp append raw files run by run: a --out that holds another run's
+    runs.jsonl would mix two runs in one report, so it is refused before anything runs."""
+    (tmp_path / "runs.jsonl").write_text("{}\n")
+    with pytest.raises(SystemExit, match="already holds the results of a run"):
+        cli.main(["tpch", "--out", str(tmp_path), "--no-build"])
+    assert cli.main(["oltp", "--out", str(tmp_path), "--no-build"]) == 2
+    assert "already holds the results of a run" in capsys.readouterr().err

@@ -1,7 +1,8 @@
 """What every benchmark job writes around its runs: the machine's description
-(:func:`environment`), JSON files replaced atomically (:func:`write_json`), the OS page
-cache dropped for data on disk (:func:`drop_os_caches`) and the progress display with an
-ETA (:class:`Progress`: a rich bar on a terminal, one line per finished step)."""
+(:func:`environment`), a fresh result directory (:func:`unused_out`), JSON files replaced
+atomically (:func:`write_json`), the OS page cache dropped for data on disk
+(:func:`drop_os_caches`) and the progress display with an ETA (:class:`Progress`: a rich
+bar on a terminal, one line per finished step)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,15 @@ def write_json(path: Path, doc: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
     os.replace(tmp, path)
+
+
+def unused_out(out: Path | None) -> str | None:
+    """Why ``out`` (a job's ``--out``) cannot take a new run, or None. Raw files are appended
+    run by run, so a directory that holds another run's ``runs.jsonl`` would mix two runs in
+    one report."""
+    if out is not None and (out / "runs.jsonl").exists():
+        return f"--out {out} already holds the results of a run (runs.jsonl); choose another"
+    return None
 
 
 def read_text(path: str) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
-from bench.core import configs
+from bench.core import configs, results
 from bench.oltp import settings, workloads
 
 #: catalogue configurations this job cannot run, and why
@@ -179,6 +179,9 @@ def check(o: Options) -> list[configs.Config]:
         raise PlanError(f"--shared-buffers: at least {MIN_SHARED_BUFFERS_MB}MB")
     if not o.workloads and not o.memory_ratios:
         raise PlanError("nothing to run: no --workloads and no --memory-ratios")
+    why = results.unused_out(o.out)
+    if why:
+        raise PlanError(why)
     excluded = dict(NOT_FOR_OLTP)
     for c in configs.CONFIGS:
         why = settings.not_durable(c)

@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from bench.core import configs
+from bench.core import configs, results
 from bench.tpch import queries, settings
 
 DESCRIPTION = """\
@@ -195,6 +195,9 @@ def _cmd_tpch(args: argparse.Namespace) -> int:
         configs.resolve(args.configs or ())
     except ValueError as e:
         raise SystemExit(f"pgnvm tpch: {e}") from None
+    why = results.unused_out(args.out)
+    if why:
+        raise SystemExit(f"pgnvm tpch: {why}")
     if args.profile:
         from bench.tpch import profile
 
