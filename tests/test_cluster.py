@@ -385,3 +385,34 @@ def test_nvm_datadirs_of_two_homes_never_meet(
     assert Cluster(ClusterSpec(name="same", storage="disk")).datadir == (
         tmp_path / "sub/home-a" / "disk" / "same" / "data"
     )
+
+
+def test_spec_environment_reaches_the_server_and_is_validated(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A configuration's server environment (e.g. PMEM2_FORCE_GRANULARITY) is part of the
+    cluster's spec: saved with it, given to pg_ctl start on top of ours, and a bad name is
+    refused."""
+    spec = ClusterSpec(name="envtest", environment={"PMEM2_FORCE_GRANULARITY": "CACHE_LINE"})
+    spec.validate()
+    assert ClusterSpec.from_json(spec.to_json()).environment == spec.environment
+    with pytest.raises(ClusterError, match="bad environment variable name"):
+        ClusterSpec(name="envtest", environment={"A=B": "1"}).validate()
+    seen: dict[str, object] = {}
+
+    def fake_run_pg(cmd: list[str], **kw: object) -> subprocess.CompletedProcess:
+        seen.update(cmd=cmd, env=kw.get("env"))
+        return subprocess.CompletedProcess(cmd, 1, "", "no")
+
+    c = Cluster(spec)
+    monkeypatch.setattr(osuser, "run_pg", fake_run_pg)
+    monkeypatch.setattr(Cluster, "_check_built", lambda self: None)
+    monkeypatch.setattr(Cluster, "is_initialized", lambda self: True)
+    monkeypatch.setattr(Cluster, "is_running", lambda self: False)
+    monkeypatch.setattr(Cluster, "_clear_stale", lambda self: None)
+    monkeypatch.setenv("PGNVM_TEST_OURS", "1")
+    with pytest.raises(ClusterError):
+        c.start()
+    env = seen["env"]
+    assert isinstance(env, dict) and "start" in seen["cmd"]  # type: ignore[operator]
+    assert env["PMEM2_FORCE_GRANULARITY"] == "CACHE_LINE" and env["PGNVM_TEST_OURS"] == "1"

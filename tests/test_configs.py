@@ -27,6 +27,8 @@ NAMES = (
     "nvm_base_walpmem",
     "nvm_se1_walpmem",
     "nvm_se2_walpmem",
+    "nvm_base_walpmem_cl",
+    "nvm_se2_walpmem_cl",
     "mem_limit",
 )
 
@@ -38,6 +40,8 @@ def test_config_table() -> None:
         assert c.engine in configs.ENGINES and c.storage in ("nvm", "disk"), c
         assert c.doc and c.settings.get("io_method"), c
         assert c.writes_wal_pmem == (c.settings.get("nvm_wal") == "pmem"), c
+        # a server environment only where libpmem2 is told its granularity
+        assert set(c.environment) <= ({"PMEM2_FORCE_GRANULARITY"} if c.writes_wal_pmem else set())
     assert configs.REFERENCE in names and configs.CEILING in names and configs.DISK in names
     assert configs.BY_NAME["disk_base"].drop_caches
     assert not configs.BY_NAME["nvm_se1"].drop_caches
@@ -81,8 +85,9 @@ def test_resolve_configs() -> None:
 
 def test_job_defaults() -> None:
     # tpch: every configuration but the write-path ones (nvm_wal = pmem)
-    assert tpch.DEFAULT_CONFIGS == tuple(n for n in NAMES if not n.endswith("_walpmem"))
-    assert all(configs.BY_NAME[n].writes_wal_pmem == n.endswith("_walpmem") for n in NAMES)
+    wal_pmem = tuple(n for n in NAMES if n.endswith(("_walpmem", "_walpmem_cl")))
+    assert tpch.DEFAULT_CONFIGS == tuple(n for n in NAMES if n not in wal_pmem)
+    assert all(configs.BY_NAME[n].writes_wal_pmem == (n in wal_pmem) for n in NAMES)
     for n in ("nvm_base_worker", "nvm_se2", "nvm_se2_inline", "nvm_se2_m1", "mem_limit"):
         assert n in tpch.DEFAULT_CONFIGS
     # micro scan: base (io_method worker), se1, se2
@@ -229,8 +234,9 @@ def test_availability_topology_then_server(tmp_path: Path) -> None:
     assert "nvm_se2_m2\n" in text and "available: NO: nvmprefetch: scheme M2" in text
     assert "available: NO: se1 is not in this build" in text
     # the write-path configurations are the only ones tpch runs only by name
-    assert text.count("(not in the default set)") == 3
-    for n in ("nvm_base_walpmem", "nvm_se1_walpmem", "nvm_se2_walpmem"):
+    wal_pmem = [n for n in NAMES if configs.BY_NAME[n].writes_wal_pmem]
+    assert len(wal_pmem) == 5 and text.count("(not in the default set)") == 5
+    for n in wal_pmem:
         assert f"{n}  (not in the default set)" in text
     assert lines[-1].startswith("common settings (all configurations): shared_buffers=128MB")
     listed = configs.listing(micro.DEFAULT_CONFIGS, None, {}, {"disk_base": "data on disk"})

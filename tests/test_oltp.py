@@ -33,19 +33,18 @@ def test_defaults_plan() -> None:
     assert names == [
         "disk_base",
         "nvm_base_worker",
-        "nvm_base_walpmem",
+        "nvm_base_walpmem_cl",
         "nvm_se1",
         "nvm_se2",
-        "nvm_se2_walpmem",
     ]
     pts = plan.points(o, names)
-    # 6 configs x 2 client counts + 6 configs x 2 ratios
-    assert len(pts) == 24
+    # 5 configs x 2 client counts + 5 configs x 2 ratios
+    assert len(pts) == 20
     assert [p.config for p in pts[:4]] == names[:4]  # configurations interleave
     mem = [p for p in pts if p.ratio]
     assert {p.clients for p in mem} == {8} and {p.workload for p in mem} == {"a"}
-    # the default run fits a 40-minute budget (the one-off load aside)
-    assert len(pts) * plan.point_seconds(o) < 36 * 60
+    # the default run fits the 30 minutes, the one-off load (~1.5 min) included
+    assert len(pts) * plan.point_seconds(o) < 28 * 60
     # data >= 8x shared_buffers by default
     assert plan.size_warning(o) is None
 

@@ -56,6 +56,7 @@ MANAGED_SETTINGS = {"port", "unix_socket_directories", "nvm_storage_engine"}
 REINIT_FIELDS = ("engine", "storage", "huge", "data_root", "data_checksums")
 START_TIMEOUT = 300  # seconds (pg_ctl -t); crash recovery on big data can be slow
 _GUC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SUN_PATH_MAX = 107  # sizeof(sockaddr_un.sun_path) - 1
 
 
@@ -74,6 +75,8 @@ class ClusterSpec:
     settings: dict[str, str] = field(default_factory=dict)  # extra GUCs
     data_root: str | None = None  # explicit parent directory of the data dir
     data_checksums: bool = True  # initdb --data-checksums (False: --no-data-checksums)
+    #: environment of the server process on top of ours (e.g. PMEM2_FORCE_GRANULARITY)
+    environment: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", self.name):
@@ -88,6 +91,9 @@ class ClusterSpec:
             raise ClusterError(f"bad port {self.port}")
         if self.huge and self.storage != "nvm":
             raise ClusterError("--huge only applies to storage nvm")
+        for k in self.environment:
+            if not _ENV_NAME.match(k):
+                raise ClusterError(f"bad environment variable name {k!r}")
         for k in self.settings:
             if not _GUC_NAME.match(k):
                 raise ClusterError(f"bad setting name {k!r}")
@@ -107,6 +113,7 @@ class ClusterSpec:
         spec.huge = bool(spec.huge)
         spec.data_checksums = bool(spec.data_checksums)
         spec.settings = {str(k): str(v) for k, v in (spec.settings or {}).items()}
+        spec.environment = {str(k): str(v) for k, v in (spec.environment or {}).items()}
         return spec
 
 
@@ -484,12 +491,15 @@ class Cluster:
         self._write_conf()
         self.save()
 
-    def _pg_ctl(self, *args: str, check: bool = False) -> subprocess.CompletedProcess:
+    def _pg_ctl(
+        self, *args: str, check: bool = False, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess:
         return osuser.run_pg(
             [str(self.bin("pg_ctl")), "-D", str(self.datadir), *args],
             capture_output=True,
             text=True,
             check=check,
+            env=env,
         )
 
     def _clear_dead_pidfile(self) -> None:
@@ -566,7 +576,15 @@ class Cluster:
             osuser.chown_to_server(log)
         offset = log.stat().st_size
         _started[self.spec.name] = self
-        r = self._pg_ctl("start", "-w" if wait else "-W", "-t", str(START_TIMEOUT), "-l", str(log))
+        r = self._pg_ctl(
+            "start",
+            "-w" if wait else "-W",
+            "-t",
+            str(START_TIMEOUT),
+            "-l",
+            str(log),
+            env={**os.environ, **self.spec.environment},
+        )
         if r.returncode != 0:
             ui.show_tail(log, 40, offset)
             if not self.is_running():

@@ -55,6 +55,8 @@ class Config:
     settings: dict[str, str] = field(default_factory=dict)  # on top of the job's own
     shared_buffers: str | None = None  # None: the job's; SB_WHOLE_DB: sized to the database
     prewarm: bool = False  # pg_prewarm every table and index after each start
+    #: environment of the server process (e.g. libpmem2's PMEM2_FORCE_GRANULARITY)
+    environment: dict[str, str] = field(default_factory=dict)
 
     @property
     def drop_caches(self) -> bool:
@@ -181,6 +183,25 @@ CONFIGS: tuple[Config, ...] = (
         "nvm",
         "SE2, WAL written through libpmem2 mappings (nvm_wal = pmem)",
         {**_WORKER, "nvm_wal": "pmem"},
+    ),
+    Config(
+        "nvm_base_walpmem_cl",
+        "base",
+        "nvm",
+        "nvm_base_walpmem with libpmem2 forced to cache-line granularity "
+        "(PMEM2_FORCE_GRANULARITY=CACHE_LINE): WAL persisted by cache-line flushes + fence, "
+        "as on real PMem (DAX); on tmpfs the default is page granularity (msync)",
+        {**_WORKER, "nvm_wal": "pmem"},
+        environment={"PMEM2_FORCE_GRANULARITY": "CACHE_LINE"},
+    ),
+    Config(
+        "nvm_se2_walpmem_cl",
+        "se2",
+        "nvm",
+        "nvm_se2_walpmem with libpmem2 forced to cache-line granularity "
+        "(PMEM2_FORCE_GRANULARITY=CACHE_LINE)",
+        {**_WORKER, "nvm_wal": "pmem"},
+        environment={"PMEM2_FORCE_GRANULARITY": "CACHE_LINE"},
     ),
     Config(
         "mem_limit",

@@ -54,20 +54,29 @@ class Server:
 
     # ---- settings
 
-    def apply(self, engine: str | None = None, settings: dict[str, str] | None = None) -> None:
-        """Make ``engine`` and ``settings`` (the whole set of extra settings) the server's:
-        written to pgnvm.conf now, in effect from the next start."""
+    def apply(
+        self,
+        engine: str | None = None,
+        settings: dict[str, str] | None = None,
+        environment: dict[str, str] | None = None,
+    ) -> None:
+        """Make ``engine``, ``settings`` (the whole set of extra settings) and
+        ``environment`` (the server process's extra environment variables) the server's:
+        written to pgnvm.conf and the cluster's spec now, in effect from the next start."""
         spec = self.cluster.spec
         if engine is not None:
             spec.engine = engine
         if settings is not None:
             spec.settings = dict(settings)
+        if environment is not None:
+            spec.environment = dict(environment)
         self.cluster.rewrite_conf()
 
     def apply_config(self, cfg: Config, settings: dict[str, str]) -> None:
         """A configuration of the catalogue: its engine, and ``settings`` (the job's common
-        settings with the configuration's, :func:`bench.core.configs.server_settings`)."""
-        self.apply(cfg.engine, settings)
+        settings with the configuration's, :func:`bench.core.configs.server_settings`) and
+        its server environment."""
+        self.apply(cfg.engine, settings, cfg.environment)
 
     @contextlib.contextmanager
     def temporary(self, settings: dict[str, str]) -> Iterator[None]:

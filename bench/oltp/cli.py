@@ -19,10 +19,10 @@ Writes results/<timestamp>-oltp/ (runs.jsonl, per-second CSVs, per-transaction l
 report.md, report.html, charts). Does its own set-up: release build, one cluster per storage
 and data size (oltp-r<records>-nvm, oltp-r<records>-disk; loaded once, reused).
 
-Defaults are sized for a 2-core VM (about 35 min, plus about 10 min for the one-off load):
+Defaults are sized for a 2-core VM (about 25 min, plus about 1.5 min for the one-off load):
 YCSB-A zipfian at 1 and 8 clients, and the memory ratios 1/2 and 1/128 at 8 clients, over
-disk_base, nvm_base_worker, nvm_base_walpmem, nvm_se1, nvm_se2, nvm_se2_walpmem, 60 s per
-point after a 10 s warm-up. The full
+disk_base, nvm_base_worker, nvm_base_walpmem_cl, nvm_se1, nvm_se2, 60 s per point after a
+10 s warm-up. The full
 matrix: --workloads all --clients 1,2,4,8 --memory-ratios 1/2,1/8,1/32,1/128 --repeat 3
 (about 7 h)."""
 

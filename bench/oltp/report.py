@@ -25,6 +25,28 @@ EMULATION_CAVEAT = (
     "where every commit's WAL flush is a real `fdatasync`."
 )
 
+WAL_PMEM_NOTE = (
+    "WAL through libpmem2 (`nvm_wal = pmem`): the store granularity libpmem2 chose, as the "
+    "server logged it at each start. On tmpfs libpmem2 finds *page* granularity: a commit's "
+    "persist is an `msync` of the written range, which writes nothing back on tmpfs. "
+    "*Cache line* (forced with `PMEM2_FORCE_GRANULARITY=CACHE_LINE`, the `_cl` "
+    "configurations) persists with cache-line flushes and a fence as on real PMem/DAX: "
+    "the instructions run, but they flush to DRAM, so PMem's write-back latency is not in "
+    "these numbers."
+)
+
+
+def _wal_pmem_granularity(records: list[dict[str, Any]]) -> dict[str, str]:
+    """Per configuration with nvm_wal = pmem: the granularities its starts logged."""
+    seen: dict[str, set[str]] = {}
+    for r in records:
+        w = r.get("wal_pmem")
+        if w:
+            text = w["granularity"] + (" (forced)" if w.get("forced") else "")
+            seen.setdefault(r["config"], set()).add(text)
+    return {k: ", ".join(sorted(v)) for k, v in seen.items()}
+
+
 #: the CPU split's groups (backend types) and what else counts as "other"
 CPU_GROUPS = ("client backend", "walwriter", "checkpointer", "background writer", "io worker")
 
@@ -193,6 +215,14 @@ def document(
         )
     )
     b.append(("table", ["workload", "what ran"], [[w, d] for w, d in plan["workloads"].items()]))
+    gran = _wal_pmem_granularity(records)
+    if gran:
+        b.append(
+            (
+                "p",
+                WAL_PMEM_NOTE + " Here: " + "; ".join(f"`{k}` {v}" for k, v in gran.items()) + ".",
+            )
+        )
     if plan.get("unavailable"):
         b.append(
             (

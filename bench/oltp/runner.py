@@ -43,7 +43,7 @@ from typing import Any
 import psycopg
 
 from bench.core import cluster as clu
-from bench.core import configs, paths, procfs, results, servercpu, ui
+from bench.core import configs, counters, paths, procfs, results, servercpu, ui
 from bench.core.build import ensure_built
 from bench.core.configs import Config
 from bench.core.server import stop_quietly
@@ -256,6 +256,7 @@ class Runner:
         }
         srv = tg.server
         srv.apply_config(cfg, settings.server_settings(cfg, sb))
+        log_offset = srv.log_offset()
         try:
             rec["restart_s"] = round(srv.restart(move_port=True), 3)
         except clu.ClusterError as e:
@@ -267,6 +268,8 @@ class Runner:
             shown = {k: srv.show(k) for k in settings.DURABLE}
             rec["durability"] = shown
             rec["durable"] = shown == settings.DURABLE
+            if cfg.writes_wal_pmem:
+                rec["wal_pmem"] = _wal_pmem(srv.log_since(log_offset))
             rec["os_cache"] = results.drop_os_caches() if cfg.drop_caches else "kept"
             conn.execute("checkpoint")
         scripts = workloads.write_scripts(w, p.distribution, self.out / "scripts")
@@ -389,6 +392,14 @@ class Runner:
         except Exception as e:  # the raw files are what matters; say what failed
             ui.error(f"writing the report failed: {type(e).__name__}: {e}")
         ui.info(f"results in {self.out} (report.md, report.html, runs.jsonl, per_second/)")
+
+
+def _wal_pmem(log_text: str) -> dict[str, Any]:
+    """How WAL was persisted through libpmem2 at this start (the server's LOG line)."""
+    m = counters.wal_pmem_logged(log_text)
+    if m is None:
+        return {"granularity": "unknown (no start-up LOG line)", "forced": False}
+    return {"granularity": m.group("gran"), "forced": bool(m.group("forced"))}
 
 
 def _line(i: int, n: int, p: plan.Point, rec: dict[str, Any]) -> str:

@@ -100,7 +100,7 @@ class Target:
         'reused' or 'loaded'. Leaves the server stopped."""
         c = clu.job_cluster(clu.job_spec(self.name, self.storage, self.port, LOAD_SETTINGS))
         srv = self._server = Server(c, dbname=DBNAME, application_name="pgnvm-oltp")
-        srv.apply("base", dict(LOAD_SETTINGS))
+        srv.apply("base", dict(LOAD_SETTINGS), {})
         srv.start(move_port=True)
         try:
             with srv.connect("postgres") as conn:
@@ -150,7 +150,7 @@ class Target:
         Leaves the server stopped. Returns 'reused' or 'loaded'."""
         srv = self.server
         stamp = f"v{SCHEMA_VERSION} scale={scale}"
-        srv.apply("base", dict(LOAD_SETTINGS))
+        srv.apply("base", dict(LOAD_SETTINGS), {})
         srv.start(move_port=True)
         try:
             with srv.connect() as conn:

@@ -93,7 +93,7 @@ class Target:
         Returns what happened ('reused' or 'loaded: <why>'). Leaves the server stopped."""
         c = self._init()
         srv = self._hold(c)
-        srv.apply("base", dict(schema.LOAD_SETTINGS))
+        srv.apply("base", dict(schema.LOAD_SETTINGS), {})
         srv.start(move_port=True)
         shown = self.show_checksums()
         if shown != checksums_text(self.data_checksums):
@@ -104,7 +104,7 @@ class Target:
             )
             srv.stop()
             srv = self._hold(self._init(force=True))
-            srv.apply("base", dict(schema.LOAD_SETTINGS))
+            srv.apply("base", dict(schema.LOAD_SETTINGS), {})
             srv.start(move_port=True)
             shown = self.show_checksums()
             if shown != checksums_text(self.data_checksums):
