@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.oltp import settings, workloads
-from bench.oltp.report import CPU_GROUPS, Cell, main_cell
+from bench.oltp.cells import CPU_GROUPS, Cell, main_cell
 
 
 def draw(out: Path, plan: dict[str, Any], cs: dict[str, Cell]) -> list[str]:
