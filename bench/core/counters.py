@@ -23,6 +23,7 @@ import psycopg
 COUNTERS: tuple[str, ...] = (
     "mapped_reads",
     "mapped_writes",
+    "persisted_writes",
     "redirects",
     "cow_copies",
     "hints_skipped",

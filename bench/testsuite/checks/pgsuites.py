@@ -74,13 +74,21 @@ def tap_recovery(env: EngineEnv, limit: float) -> str:
     Skipped for the prefetch variants of se2 (nvm_prefetch inline or helper): they change
     nothing recovery does. WAL written through libpmem2 (``nvm_wal = pmem``) runs it with
     base (every primary and standby writes WAL that way; standbys are made from a primary's
-    backup, postgresql.conf included); se1/se2 with it are skipped: nvm_wal changes only
-    how WAL is written (checked with base), the engines only how relation pages are read
-    and written (checked with nvm_wal = file), and the suite takes ~4 min per run.
+    backup, postgresql.conf included). Data persisted through libpmem2
+    (``nvm_data_persist = pmem``: restartpoints and checkpoints fsync nothing for blocks
+    written back through the mappings) runs it with se2, whose write-back is se1's
+    (nvm_writev): se1 with it is skipped, its reads being checked with se1. Other se1/se2
+    configurations with nvm_wal = pmem are skipped too: nvm_wal changes only how WAL is
+    written (checked with base). The suite takes ~4 min per run.
     """
     if env.config.prefetch != "off":
         raise CheckSkipped(f"recovery is the same as {env.engine}'s (run there)")
-    if env.config.writes_wal_pmem and env.engine != "base":
+    if env.config.persists_data_pmem and env.engine != "se2":
+        raise CheckSkipped(
+            f"recovery is {env.engine}'s for reads and se2's with nvm_data_persist = pmem "
+            "for write-back (run there)"
+        )
+    if env.config.writes_wal_pmem and env.engine != "base" and not env.config.persists_data_pmem:
         raise CheckSkipped(
             f"recovery is {env.engine}'s with nvm_wal = file and base's with nvm_wal = pmem "
             "(run there)"
