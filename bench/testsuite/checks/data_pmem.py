@@ -2,16 +2,21 @@
 
 Runs in every configuration; what it expects depends on ``nvm_data_persist``:
 
-* checkpoint: a table of a few pages is updated in place (HOT, no visibility map, no
-  extension) and ``CHECKPOINT`` writes it back, with ``strace -e trace=fsync,fdatasync -y``
-  on the checkpointer. With ``nvm_data_persist = pmem`` the checkpointer must not fsync the
-  table's file and ``pgnvm_stats.persisted_writes`` grows by at least the table's pages;
-  everywhere else (the control that proves the check can fail) the checkpointer fsyncs the
-  file and ``persisted_writes`` does not move.
+* checkpoint: a table of a few pages (never vacuumed: no visibility map) is updated in place
+  (HOT: no index change, no extension), then VACUUMed (which creates its visibility map and
+  free space map through md.c), and ``CHECKPOINT`` writes it back, with
+  ``strace -e trace=fsync,fdatasync -y`` on the checkpointer. With ``nvm_data_persist =
+  pmem`` the checkpointer must not fsync the table's main fork and
+  ``pgnvm_stats.persisted_writes`` grows by at least the table's pages; everywhere else the
+  checkpointer fsyncs the main fork and ``persisted_writes`` does not move. In every run the
+  checkpointer must fsync the new _vm/_fsm forks: the control, in the same trace, that the
+  check sees the checkpointer's fsyncs of this table.
 * granularity (pmem only): the start-up LOG line names base/ and libpmem2's granularity;
   restarted with ``PMEM2_FORCE_GRANULARITY=CACHE_LINE`` the line says cache-line, forced,
-  and the checkpoint part holds again through libpmem2's cache flushes (the path real PMem
-  takes) instead of msync(); the configuration's environment is restored afterwards.
+  and writes go through libpmem2's cache flushes (the path real PMem takes) instead of
+  msync(). Flushes make nothing durable without MAP_SYNC (tmpfs here): the line says so and
+  the main fork is then *also* fsynced by the checkpoint. The configuration's environment is
+  restored afterwards.
 * refused (base): ``nvm_data_persist = pmem`` with ``nvm_storage_engine = base`` does not
   start: a FATAL naming both settings, nothing else in the log.
 """
@@ -36,8 +41,10 @@ _FSYNC_RE = re.compile(r"\b(fsync|fdatasync)\((\d+)<([^>]*)>")
 # nvm_smgr.c's nvm_init(), once per server start
 _LOGGED_RE = re.compile(
     r'nvm_data_persist = pmem: relation blocks in "(?P<dir>[^"]+)" are persisted when '
-    r"written, at (?P<gran>[a-z-]+) granularity \((?P<how>[^)]*)\)"
-    r"(?P<forced>, forced by PMEM2_FORCE_GRANULARITY=\S+)?"
+    r"written, at (?P<gran>[a-z-]+) granularity "
+    r"\((?P<how>msync\(\)|cache-line flushes and a fence|a fence)\)"
+    r"(?P<forced>, forced by PMEM2_FORCE_GRANULARITY=[A-Z_]+)?"
+    r"(?P<also_fsync>; not a MAP_SYNC mapping, so checkpoints still fsync them)?"
 )
 ROWS = 2000
 
@@ -54,21 +61,22 @@ def _persisted_writes(c: Any) -> int:
     return int(_value(c, "SELECT value FROM pgnvm_counters() WHERE counter = 'persisted_writes'"))
 
 
-def _checkpoint(env: EngineEnv, tag: str) -> tuple[list[str], int, int, int]:
-    """Update the table in place and checkpoint under strace on the checkpointer: the
-    checkpointer's fsyncs of the table's file, the growth of persisted_writes, the table's
-    pages, and the checkpointer's fsyncs as pg_stat_io counts them."""
+def _checkpoint(env: EngineEnv, tag: str) -> tuple[list[str], list[str], int, int, int]:
+    """Update the table in place, vacuum it and checkpoint under strace on the
+    checkpointer: the checkpointer's fsyncs of the table's main fork and of its _vm/_fsm
+    forks, the growth of persisted_writes, the table's pages, and the checkpointer's fsyncs
+    as pg_stat_io counts them."""
     trace_log = env.workdir / f"data_pmem-{tag.replace(' ', '-')}.txt"
     out_log = trace_log.with_suffix(".stderr.log")
     trace_log.unlink(missing_ok=True)
     with env.server.connect() as c:
         c.execute("CREATE EXTENSION IF NOT EXISTS pgnvm")
         c.execute("DROP TABLE IF EXISTS data_pmem_t")
-        # fillfactor 50: updates stay on their page (HOT): no index change, no extension;
-        # never vacuumed: no visibility map fork whose writes md.c would register
+        # fillfactor 30: updates stay on their page with room to spare (HOT): no index
+        # change, no extension; never vacuumed until the traced part: no visibility map
         c.execute(
             "CREATE TABLE data_pmem_t (id int PRIMARY KEY, v int, pad text) "
-            "WITH (fillfactor = 50, autovacuum_enabled = off)"
+            "WITH (fillfactor = 30, autovacuum_enabled = off)"
         )
         c.execute(
             "INSERT INTO data_pmem_t SELECT g, 0, repeat('p', 100) FROM generate_series(1, %s) g",
@@ -90,6 +98,7 @@ def _checkpoint(env: EngineEnv, tag: str) -> tuple[list[str], int, int, int]:
         try:
             wait_attached(out_log, [ckpt])
             c.execute("UPDATE data_pmem_t SET v = v + 1")
+            c.execute("VACUUM data_pmem_t")  # creates _vm and _fsm through md.c
             c.execute("CHECKPOINT")
         finally:
             st.signal(signal.SIGINT)  # strace detaches and flushes
@@ -109,27 +118,36 @@ def _checkpoint(env: EngineEnv, tag: str) -> tuple[list[str], int, int, int]:
         raise CheckFailed(f"after the update: (rows, min, max) = {updated}")
     trace = trace_log.read_text(errors="replace") if trace_log.exists() else ""
     env.save_artifact(trace_log, trace_log.name)
-    return relation_calls(trace, relfile, _FSYNC_RE), grew, pages, io_fsyncs
+    forks = [
+        *relation_calls(trace, relfile + "_vm", _FSYNC_RE),
+        *relation_calls(trace, relfile + "_fsm", _FSYNC_RE),
+    ]
+    return relation_calls(trace, relfile, _FSYNC_RE), forks, grew, pages, io_fsyncs
 
 
-def _expect(env: EngineEnv, tag: str, persists: bool) -> str:
-    fsyncs, grew, pages, io_fsyncs = _checkpoint(env, tag)
-    if persists:
-        if fsyncs or grew < pages:
-            raise CheckFailed(
-                f"{tag}: nvm_data_persist = pmem, yet the checkpointer fsynced the table "
-                f"{len(fsyncs)} times ({fsyncs[:3]}), persisted_writes +{grew} for {pages} pages"
-            )
-        return (
-            f"{tag}: {pages} pages written back, persisted_writes +{grew}, no fsync of the "
-            f"table by the checkpointer (pg_stat_io: {io_fsyncs} checkpointer fsyncs in all)"
-        )
-    if not fsyncs or grew != 0:
+def _expect(env: EngineEnv, tag: str, persists: bool, also_fsync: bool = False) -> str:
+    """The checkpoint part; ``persists``: nvm_data_persist = pmem; ``also_fsync``: the
+    server said its cache flushes are not durable here, so checkpoints also fsync."""
+    fsyncs, forks, grew, pages, io_fsyncs = _checkpoint(env, tag)
+    if not forks:
         raise CheckFailed(
-            f"{tag} (control): with nvm_data_persist = fsync the checkpointer fsynced the "
-            f"table {len(fsyncs)} times, persisted_writes +{grew}: the check cannot see fsyncs"
+            f"{tag}: the checkpointer fsynced neither the new _vm nor the _fsm fork of the "
+            f"table (pg_stat_io: {io_fsyncs} checkpointer fsyncs): the trace cannot see them"
         )
-    return f"{tag} (control): the checkpointer fsynced the table ({len(fsyncs)}x)"
+    want_fsync = not persists or also_fsync
+    if persists and grew < pages:
+        raise CheckFailed(f"{tag}: persisted_writes +{grew} for {pages} pages written back")
+    if not persists and grew != 0:
+        raise CheckFailed(f"{tag}: nvm_data_persist = fsync, yet persisted_writes +{grew}")
+    if bool(fsyncs) != want_fsync:
+        raise CheckFailed(
+            f"{tag}: the checkpointer fsynced the table's main fork {len(fsyncs)} times "
+            f"({fsyncs[:3]}); expected {'some' if want_fsync else 'none'}"
+        )
+    return (
+        f"{tag}: {pages} pages written back, persisted_writes +{grew}, the checkpointer "
+        f"fsynced the main fork {len(fsyncs)}x, the new _vm/_fsm forks {len(forks)}x"
+    )
 
 
 def _logged(text: str) -> re.Match[str]:
@@ -152,7 +170,9 @@ def _granularity(env: EngineEnv) -> str:
         forced = _logged(env.server.log_since(offset))
         if forced.group("gran") != "cache-line" or not forced.group("forced"):
             raise CheckFailed(f"with {FORCE_ENV}=CACHE_LINE the server logged {forced.group(0)!r}")
-        cl = _expect(env, "forced cache-line", True)
+        cl = _expect(env, "forced cache-line", True, bool(forced.group("also_fsync")))
+        if forced.group("also_fsync"):
+            cl += " (not MAP_SYNC: cache flushes alone are not durable)"
     finally:
         env.server.apply(environment=dict(env.config.environment))
         env.server.restart()
@@ -193,7 +213,9 @@ def data_pmem(env: EngineEnv, limit: float) -> str:
             "attaching strace to the checkpointer needs root (or kernel.yama.ptrace_scope=0)"
         )
     persists = env.config.persists_data_pmem
-    parts = [_expect(env, "checkpoint", persists)]
+    # forced cache flushes without MAP_SYNC (nvm_se2_pmem_cl on tmpfs): also fsynced
+    also_fsync = persists and bool(_logged(env.server.log_since(0)).group("also_fsync"))
+    parts = [_expect(env, "checkpoint", persists, also_fsync)]
     if persists:
         parts.append(_granularity(env))
     if env.engine == "base":

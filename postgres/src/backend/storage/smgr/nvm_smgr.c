@@ -164,8 +164,12 @@ typedef struct NvmMapping
 	 * nvm_data_persist = pmem, read-write mappings: how a written block is
 	 * persisted.  persist_fn is NULL at page granularity (we msync()), else
 	 * the persist function of pmap, libpmem2's view of this very mapping.
+	 * also_fsync: cache flushes were forced (PMEM2_FORCE_GRANULARITY) on a
+	 * mapping without MAP_SYNC, where they make nothing durable: the block is
+	 * also registered for the checkpoint's fsync.
 	 */
 	bool		persists;
+	bool		also_fsync;
 	struct pmem2_map *pmap;
 	pmem2_persist_fn persist_fn;
 } NvmMapping;
@@ -376,14 +380,17 @@ nvm_pmem_granularity_name(int gran)
  * plain shared mapping is made.
  */
 static void *
-nvm_mmap(int fd, bool readonly, bool persists)
+nvm_mmap(int fd, bool readonly, bool persists, bool *map_sync)
 {
 	void	   *addr;
 
+	*map_sync = false;
 	if (persists)
 	{
 		addr = mmap(NULL, NVM_SEGMENT_BYTES, PROT_READ | PROT_WRITE,
 					MAP_SHARED_VALIDATE | MAP_SYNC, fd, 0);
+		if (addr != MAP_FAILED)
+			*map_sync = true;
 		if (addr != MAP_FAILED || (errno != EOPNOTSUPP && errno != EINVAL))
 			return addr;
 	}
@@ -397,9 +404,16 @@ nvm_mmap(int fd, bool readonly, bool persists)
  * m of the file open as fd are persisted (nvm_data_persist = pmem): at cache
  * line or byte granularity through libpmem2's view of our mapping, else
  * (page granularity, or libpmem2 cannot tell) with msync().
+ *
+ * libpmem2 reports cache-line granularity for any file when
+ * PMEM2_FORCE_GRANULARITY says so.  Cache flushes make a store durable only
+ * through a MAP_SYNC mapping (DAX); on any other mapping (tmpfs for the
+ * emulation, or a disk file system by mistake) they are then done for their
+ * cost alone, and the block is also registered for the checkpoint's fsync,
+ * which is what keeps it durable there.
  */
 static void
-nvm_persist_setup(NvmMapping *m, int fd)
+nvm_persist_setup(NvmMapping *m, int fd, bool map_sync)
 {
 	int			gran = nvm_pmem_granularity(fd);
 	struct pmem2_source *src;
@@ -411,7 +425,10 @@ nvm_persist_setup(NvmMapping *m, int fd)
 		return;
 	if (pmem2_map_from_existing(&m->pmap, src, m->addr, NVM_SEGMENT_BYTES,
 								(enum pmem2_granularity) gran) == 0)
+	{
 		m->persist_fn = pmem2_get_persist_fn(m->pmap);
+		m->also_fsync = !map_sync;
+	}
 	else
 		m->pmap = NULL;
 	(void) pmem2_source_delete(&src);
@@ -442,6 +459,7 @@ nvm_map_segment(SMgrRelation reln, BlockNumber segno, bool skipFsync,
 	NvmMapping *m;
 	bool		persists = !readonly &&
 		nvm_data_persist == NVM_DATA_PERSIST_PMEM;
+	bool		map_sync;
 
 	nvm_fault_init();
 
@@ -482,11 +500,11 @@ nvm_map_segment(SMgrRelation reln, BlockNumber segno, bool skipFsync,
 		errno = ENOMEM;
 	}
 	else
-		addr = nvm_mmap(fd, readonly, persists);
+		addr = nvm_mmap(fd, readonly, persists, &map_sync);
 	if (addr == MAP_FAILED && NvmNumMappings > 0 && !nvm_debug_fail_mappings)
 	{
 		nvm_evict(0);
-		addr = nvm_mmap(fd, readonly, persists);
+		addr = nvm_mmap(fd, readonly, persists, &map_sync);
 	}
 	if (addr == MAP_FAILED)
 	{
@@ -511,7 +529,7 @@ nvm_map_segment(SMgrRelation reln, BlockNumber segno, bool skipFsync,
 	m->readonly = readonly;
 	m->addr = (char *) addr;
 	if (persists)
-		nvm_persist_setup(m, fd);
+		nvm_persist_setup(m, fd, map_sync);
 	dlist_push_head(&NvmLru, &m->node);
 	NvmNumMappings++;
 	if (readonly)
@@ -710,6 +728,7 @@ nvm_init(void)
 	const char *forced = getenv("PMEM2_FORCE_GRANULARITY");
 	int			fd;
 	int			gran;
+	bool		map_sync = false;
 
 	if (IsUnderPostmaster && MyBackendType != B_STARTUP)
 		return;
@@ -722,7 +741,8 @@ nvm_init(void)
 				 errdetail("With nvm_storage_engine = base, relation blocks are written with write() and made durable by the checkpoint's fsync."),
 				 errhint("Set \"nvm_storage_engine\" to se1 or se2, or \"nvm_data_persist\" to fsync.")));
 
-	snprintf(path, sizeof(path), "base/pgnvm_persist_probe.%d", (int) getpid());
+	/* one name: a probe left by a killed start is removed by the next */
+	snprintf(path, sizeof(path), "base/pgnvm_persist_probe");
 	(void) unlink(path);
 	fd = BasicOpenFilePerm(path, O_RDWR | O_CREAT | O_EXCL | PG_BINARY,
 						   pg_file_create_mode);
@@ -742,6 +762,14 @@ nvm_init(void)
 				 errmsg("could not write to file \"%s\": %m", path)));
 	}
 	gran = nvm_pmem_granularity(fd);
+	if (gran == PMEM2_GRANULARITY_CACHE_LINE || gran == PMEM2_GRANULARITY_BYTE)
+	{
+		/* would our mappings get MAP_SYNC here?  (see nvm_persist_setup) */
+		void	   *addr = nvm_mmap(fd, false, true, &map_sync);
+
+		if (addr != MAP_FAILED)
+			(void) munmap(addr, NVM_SEGMENT_BYTES);
+	}
 	close(fd);
 	(void) unlink(path);
 	if (gran < 0)
@@ -751,12 +779,14 @@ nvm_init(void)
 						DataDir, pmem2_errormsg()),
 				 errhint("Put the data directory on a file system that supports shared writable memory mappings, or set \"nvm_data_persist\" to fsync.")));
 	ereport(LOG,
-			(errmsg("nvm_data_persist = pmem: relation blocks in \"%s/base\" are persisted when written, at %s granularity (%s)%s",
+			(errmsg("nvm_data_persist = pmem: relation blocks in \"%s/base\" are persisted when written, at %s granularity (%s)%s%s",
 					DataDir, nvm_pmem_granularity_name(gran),
 					gran == PMEM2_GRANULARITY_PAGE ? "msync()" :
 					gran == PMEM2_GRANULARITY_CACHE_LINE ? "cache-line flushes and a fence" :
 					"a fence",
-					forced ? psprintf(", forced by PMEM2_FORCE_GRANULARITY=%s", forced) : "")));
+					forced ? psprintf(", forced by PMEM2_FORCE_GRANULARITY=%s", forced) : "",
+					gran != PMEM2_GRANULARITY_PAGE && !map_sync ?
+					"; not a MAP_SYNC mapping, so checkpoints still fsync them" : "")));
 }
 
 /*
@@ -948,24 +978,36 @@ nvm_persist_blocks(SMgrRelation reln, NvmMapping *m, char *dst,
 	size_t		len = (size_t) nblocks * BLCKSZ;
 
 	Assert(m->persists && !m->readonly);
+	if (!enableFsync)
+		return;					/* fsync = off: as the checkpoint's fsync */
 	pgstat_report_wait_start(WAIT_EVENT_DATA_FILE_SYNC);
 	if (m->persist_fn != NULL)
 		m->persist_fn(dst, len);
-	else if (msync(dst, len, MS_SYNC) != 0)
+	else
 	{
-		const char *path;
-		int			save_errno = errno;
+		/* msync() wants a page-aligned start (OS pages may exceed BLCKSZ) */
+		size_t		pagesize = nvm_os_page_size();
+		char	   *start = (char *) TYPEALIGN_DOWN(pagesize, dst);
 
-		pgstat_report_wait_end();
-		(void) mdsegfd(reln, MAIN_FORKNUM, blocknum, false, &path);
-		errno = save_errno;
-		ereport(data_sync_elevel(ERROR),
-				(errcode_for_file_access(),
-				 errmsg("could not persist blocks %u to %u of file \"%s\": %m",
-						blocknum % ((BlockNumber) RELSEG_SIZE),
-						blocknum % ((BlockNumber) RELSEG_SIZE) + nblocks - 1,
-						path)));
-		return;
+		if (msync(start, len + (dst - start), MS_SYNC) != 0)
+		{
+			/* no file access here: it could fail and hide this error */
+			RelPathStr path = relpathperm(reln->smgr_rlocator.locator,
+										  MAIN_FORKNUM);
+			BlockNumber segno = blocknum / ((BlockNumber) RELSEG_SIZE);
+			int			save_errno = errno;
+
+			pgstat_report_wait_end();
+			errno = save_errno;
+			ereport(data_sync_elevel(ERROR),
+					(errcode_for_file_access(),
+					 errmsg("could not persist blocks %u to %u of file \"%s%s\": %m",
+							blocknum % ((BlockNumber) RELSEG_SIZE),
+							blocknum % ((BlockNumber) RELSEG_SIZE) + nblocks - 1,
+							path.str,
+							segno > 0 ? psprintf(".%u", segno) : "")));
+			return;
+		}
 	}
 	pgstat_report_wait_end();
 	MyNvmStats->persisted_writes += nblocks;
@@ -1025,7 +1067,7 @@ nvm_writev(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 		if (done < nthis)
 			mdwritev(reln, forknum, blocknum + done, buffers + done,
 					 nthis - done, skipFsync);
-		else if (!skipFsync && !m->persists)
+		else if (!skipFsync && (!m->persists || m->also_fsync))
 			mdregisterdirty(reln, forknum, blocknum);
 
 		nblocks -= nthis;
