@@ -177,7 +177,7 @@ typedef struct NvmMapping
 static MemoryContext NvmCxt = NULL;
 static dlist_head NvmLru = DLIST_STATIC_INIT(NvmLru);
 static dlist_head NvmRetired = DLIST_STATIC_INIT(NvmRetired);
-static int	NvmNumMappings = 0;	/* owned and retired */
+static int	NvmNumMappings = 0; /* owned and retired */
 
 /* the read-only mappings (owned and retired) by address, for the views */
 static NvmMapping **NvmByAddr = NULL;
@@ -992,8 +992,8 @@ nvm_persist_blocks(SMgrRelation reln, NvmMapping *m, char *dst,
 		if (msync(start, len + (dst - start), MS_SYNC) != 0)
 		{
 			/* no file access here: it could fail and hide this error */
-			RelPathStr path = relpathperm(reln->smgr_rlocator.locator,
-										  MAIN_FORKNUM);
+			RelPathStr	path = relpathperm(reln->smgr_rlocator.locator,
+										   MAIN_FORKNUM);
 			BlockNumber segno = blocknum / ((BlockNumber) RELSEG_SIZE);
 			int			save_errno = errno;
 
