@@ -2,7 +2,7 @@
 
 Subcommands: ``build`` (bench/build_cli.py), ``cluster`` (bench/cluster_cli.py),
 ``bootstrap``, and one per job: ``test`` (bench/testsuite/cli.py), ``tpch``
-(bench/tpch/cli.py), ``micro`` (bench/micro/cli.py). Each CLI module's
+(bench/tpch/cli.py), ``micro`` (bench/micro/cli.py), ``oltp`` (bench/oltp/cli.py). Each CLI module's
 ``register(subparsers)`` adds its subcommand with ``set_defaults(func=...)``, where
 ``func(args) -> int`` is the exit status.
 
@@ -22,6 +22,7 @@ from types import FrameType
 from bench import build_cli, cluster_cli
 from bench.core import build, cluster, osuser, paths, storage, ui
 from bench.micro import cli as micro_cli
+from bench.oltp import cli as oltp_cli
 from bench.testsuite import cli as test_cli
 from bench.tpch import cli as tpch_cli
 
@@ -60,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     test_cli.register(sub)
     tpch_cli.register(sub)
     micro_cli.register(sub)
+    oltp_cli.register(sub)
     return parser
 
 

@@ -178,7 +178,7 @@ def test_main_psql_args_reach_psql(home: Path, monkeypatch: pytest.MonkeyPatch) 
 def test_every_command_is_registered() -> None:
     p = cli.build_parser()
     sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
-    assert set(sub.choices) == {"bootstrap", "build", "cluster", "test", "tpch", "micro"}
+    assert set(sub.choices) == {"bootstrap", "build", "cluster", "test", "tpch", "micro", "oltp"}
     a = p.parse_args(["test", "--configs", "nvm_base_worker,nvm_se2_m1", "--only", "crash"])
     assert a.configs == ["nvm_base_worker", "nvm_se2_m1"] and a.only == ["crash"]
     a = p.parse_args(["micro", "scan", "--configs", "nvm_base_worker,nvm_se2"])
@@ -213,7 +213,7 @@ def test_test_list_shows_the_plan(home: Path, capsys: pytest.CaptureFixture) -> 
     assert cli.main(["test", "--configs", "nvm_base_worker,nvm_se2_m1", "--list"]) == 0
     out = capsys.readouterr().out
     assert "configurations (as given):" in out and "nvm_se1" not in out
-    assert "2 configurations x 18 checks + 4 once" in out
+    assert "2 configurations x 19 checks + 4 once" in out
 
 
 def test_list_configs_of_every_job(home: Path, capsys: pytest.CaptureFixture) -> None:
@@ -234,8 +234,8 @@ def test_help_names_the_configurations(capsys: pytest.CaptureFixture) -> None:
         if name != "mem_limit":
             assert name in out, name
     assert (
-        "Default: nvm_base_worker, nvm_base_walpmem, nvm_se1, plus nvm_se2, nvm_se2_inline, "
-        "nvm_se2_m1, nvm_se2_walpmem" in out
+        "Default: nvm_base_worker, nvm_base_walpmem, nvm_se1, nvm_se1_pmem, plus nvm_se2, "
+        "nvm_se2_inline, nvm_se2_m1, nvm_se2_pmem" in out
     )
 
 
@@ -252,3 +252,13 @@ def test_core_commands_stay_light() -> None:
         [sys.executable, "-c", code], cwd=paths.REPO_ROOT, capture_output=True, text=True
     )
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_out_holding_another_run_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """tpch and oltp append raw files run by run: a --out that holds another run's
+    runs.jsonl would mix two runs in one report, so it is refused before anything runs."""
+    (tmp_path / "runs.jsonl").write_text("{}\n")
+    with pytest.raises(SystemExit, match="already holds the results of a run"):
+        cli.main(["tpch", "--out", str(tmp_path), "--no-build"])
+    assert cli.main(["oltp", "--out", str(tmp_path), "--no-build"]) == 2
+    assert "already holds the results of a run" in capsys.readouterr().err

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.core import cluster as cl
-from bench.core import osuser, procfs, storage
+from bench.core import osuser, paths, procfs, storage
 from bench.core.cluster import Cluster, ClusterError, ClusterSpec
 
 # ----------------------------------------------------------------- spec
@@ -151,19 +151,21 @@ def test_datadir_data_root(home: Path, tmp_path: Path) -> None:
     assert cl.resolve_datadir(spec) == tmp_path / "tiny" / "data"  # no mounting involved
 
 
-def test_datadir_nvm_root(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_datadir_nvm_root(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(osuser, "is_root", lambda: True)
-    assert cl.default_datadir(ClusterSpec(name="a")) == Path("/mnt/pgnvm/nvm/a/data")
+    tag = paths.home_tag()
+    assert cl.default_datadir(ClusterSpec(name="a")) == Path(f"/mnt/pgnvm/nvm/{tag}/a/data")
     assert cl.default_datadir(ClusterSpec(name="a", huge=True)) == Path(
-        "/mnt/pgnvm/nvm-huge/a/data"
+        f"/mnt/pgnvm/nvm-huge/{tag}/a/data"
     )
 
 
 def test_datadir_nvm_non_root_falls_back(home: Path, capsys: pytest.CaptureFixture) -> None:
     user = osuser.current_user()
-    assert cl.default_datadir(ClusterSpec(name="a")) == Path(f"/dev/shm/pgnvm-{user}/a/data")
+    tag = paths.home_tag()
+    assert cl.default_datadir(ClusterSpec(name="a")) == Path(f"/dev/shm/pgnvm-{user}/{tag}/a/data")
     assert cl.resolve_datadir(ClusterSpec(name="a", huge=True)) == Path(
-        f"/dev/shm/pgnvm-{user}/a/data"
+        f"/dev/shm/pgnvm-{user}/{tag}/a/data"
     )
     assert "NOTICE" in capsys.readouterr().err
 
@@ -366,20 +368,51 @@ def test_started_registry(home: Path) -> None:
     assert "reg" not in cl._started
 
 
-def test_claim_datadir_of_other_home(
-    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_nvm_datadirs_of_two_homes_never_meet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The nvm tmpfs is shared by every PGNVM_HOME: a same-named cluster of another home (a CI
+    clone next to a developer's tree) must get a data directory of its own."""
     root = tmp_path / "nvmroot"
     monkeypatch.setattr(storage, "default_nvm_root", lambda huge: root)
-    c = Cluster(ClusterSpec(name="same"))
-    assert c.datadir == root / "same" / "data"
-    (root / "same").mkdir(parents=True)
-    other_state = tmp_path / "otherhome" / "clusters" / "same"
-    other_state.mkdir(parents=True)
-    (root / "same" / cl.OWNER_FILE).write_text(f"{other_state}\n")
-    c._claim_datadir(c.datadir)  # the other home's cluster is gone: fine
-    (other_state / cl.SPEC_FILE).write_text("{}")
-    with pytest.raises(ClusterError, match="another PGNVM_HOME"):
-        c._claim_datadir(c.datadir)
-    (root / "same" / cl.OWNER_FILE).write_text(f"{c.state_dir}\n")
-    c._claim_datadir(c.datadir)  # ours
+    dirs = []
+    for h in ("home-a", "home-b", "sub/home-a"):
+        monkeypatch.setenv("PGNVM_HOME", str(tmp_path / h))
+        dirs.append(Cluster(ClusterSpec(name="same")).datadir)
+        assert dirs[-1].parent.parent.name.startswith("home-a-" if h.endswith("a") else "home-b-")
+    assert len(set(dirs)) == 3
+    assert all(d.parent.name == "same" and d.is_relative_to(root) for d in dirs)
+    assert Cluster(ClusterSpec(name="same", storage="disk")).datadir == (
+        tmp_path / "sub/home-a" / "disk" / "same" / "data"
+    )
+
+
+def test_spec_environment_reaches_the_server_and_is_validated(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A configuration's server environment (e.g. PMEM2_FORCE_GRANULARITY) is part of the
+    cluster's spec: saved with it, given to pg_ctl start on top of ours, and a bad name is
+    refused."""
+    spec = ClusterSpec(name="envtest", environment={"PMEM2_FORCE_GRANULARITY": "CACHE_LINE"})
+    spec.validate()
+    assert ClusterSpec.from_json(spec.to_json()).environment == spec.environment
+    with pytest.raises(ClusterError, match="bad environment variable name"):
+        ClusterSpec(name="envtest", environment={"A=B": "1"}).validate()
+    seen: dict[str, object] = {}
+
+    def fake_run_pg(cmd: list[str], **kw: object) -> subprocess.CompletedProcess:
+        seen.update(cmd=cmd, env=kw.get("env"))
+        return subprocess.CompletedProcess(cmd, 1, "", "no")
+
+    c = Cluster(spec)
+    monkeypatch.setattr(osuser, "run_pg", fake_run_pg)
+    monkeypatch.setattr(Cluster, "_check_built", lambda self: None)
+    monkeypatch.setattr(Cluster, "is_initialized", lambda self: True)
+    monkeypatch.setattr(Cluster, "is_running", lambda self: False)
+    monkeypatch.setattr(Cluster, "_clear_stale", lambda self: None)
+    monkeypatch.setenv("PGNVM_TEST_OURS", "1")
+    with pytest.raises(ClusterError):
+        c.start()
+    env = seen["env"]
+    assert isinstance(env, dict) and "start" in seen["cmd"]  # type: ignore[operator]
+    assert env["PMEM2_FORCE_GRANULARITY"] == "CACHE_LINE" and env["PGNVM_TEST_OURS"] == "1"

@@ -27,6 +27,11 @@ NAMES = (
     "nvm_base_walpmem",
     "nvm_se1_walpmem",
     "nvm_se2_walpmem",
+    "nvm_base_walpmem_cl",
+    "nvm_se2_walpmem_cl",
+    "nvm_se1_pmem",
+    "nvm_se2_pmem",
+    "nvm_se2_pmem_cl",
     "mem_limit",
 )
 
@@ -38,6 +43,8 @@ def test_config_table() -> None:
         assert c.engine in configs.ENGINES and c.storage in ("nvm", "disk"), c
         assert c.doc and c.settings.get("io_method"), c
         assert c.writes_wal_pmem == (c.settings.get("nvm_wal") == "pmem"), c
+        # a server environment only where libpmem2 is told its granularity
+        assert set(c.environment) <= ({"PMEM2_FORCE_GRANULARITY"} if c.writes_wal_pmem else set())
     assert configs.REFERENCE in names and configs.CEILING in names and configs.DISK in names
     assert configs.BY_NAME["disk_base"].drop_caches
     assert not configs.BY_NAME["nvm_se1"].drop_caches
@@ -81,20 +88,32 @@ def test_resolve_configs() -> None:
 
 def test_job_defaults() -> None:
     # tpch: every configuration but the write-path ones (nvm_wal = pmem)
-    assert tpch.DEFAULT_CONFIGS == tuple(n for n in NAMES if not n.endswith("_walpmem"))
-    assert all(configs.BY_NAME[n].writes_wal_pmem == n.endswith("_walpmem") for n in NAMES)
+    wal_pmem = tuple(
+        n for n in NAMES if n.endswith(("_walpmem", "_walpmem_cl", "_pmem", "_pmem_cl"))
+    )
+    data_pmem = tuple(n for n in NAMES if n.endswith(("_pmem", "_pmem_cl")))
+    assert tpch.DEFAULT_CONFIGS == tuple(n for n in NAMES if n not in wal_pmem)
+    assert all(configs.BY_NAME[n].writes_wal_pmem == (n in wal_pmem) for n in NAMES)
+    assert all(configs.BY_NAME[n].persists_data_pmem == (n in data_pmem) for n in NAMES)
+    # persisting data through the mappings needs an engine that writes through them
+    assert all(configs.BY_NAME[n].engine in ("se1", "se2") for n in data_pmem)
     for n in ("nvm_base_worker", "nvm_se2", "nvm_se2_inline", "nvm_se2_m1", "mem_limit"):
         assert n in tpch.DEFAULT_CONFIGS
     # micro scan: base (io_method worker), se1, se2
     assert micro.DEFAULT_CONFIGS == ("nvm_base_worker", "nvm_se1", "nvm_se2")
-    # test: base, base with WAL on pmem, se1, then se2, its prefetch variants and se2 with
-    # WAL on pmem when the server has se2
-    assert test_settings.DEFAULT_CONFIGS == ("nvm_base_worker", "nvm_base_walpmem", "nvm_se1")
+    # test: base, base with WAL on pmem, se1, se1 with the PMem write path, then se2, its
+    # prefetch variants and se2 with the PMem write path when the server has se2
+    assert test_settings.DEFAULT_CONFIGS == (
+        "nvm_base_worker",
+        "nvm_base_walpmem",
+        "nvm_se1",
+        "nvm_se1_pmem",
+    )
     assert test_settings.WITH_SE2 == (
         "nvm_se2",
         "nvm_se2_inline",
         "nvm_se2_m1",
-        "nvm_se2_walpmem",
+        "nvm_se2_pmem",
     )
     for names in (tpch.DEFAULT_CONFIGS, micro.DEFAULT_CONFIGS, test_settings.DEFAULT_CONFIGS):
         configs.resolve(names)
@@ -222,15 +241,16 @@ def test_availability_topology_then_server(tmp_path: Path) -> None:
     assert av["nvm_se2_m1"] == configs.AVAILABLE
     assert av["nvm_se1"] == configs.Verdict(False, "se1 is not in this build")
     assert av["nvm_se1_walpmem"] == configs.Verdict(False, "se1 is not in this build")
-    refused = ("nvm_se1", "nvm_se1_walpmem", "nvm_se2_m2", "nvm_se2_m3")
+    refused = ("nvm_se1", "nvm_se1_walpmem", "nvm_se1_pmem", "nvm_se2_m2", "nvm_se2_m3")
     assert all(av[n].available is True for n in NAMES if n not in refused)
     lines = configs.listing(tpch.DEFAULT_CONFIGS, av, common)
     text = "\n".join(lines)
     assert "nvm_se2_m2\n" in text and "available: NO: nvmprefetch: scheme M2" in text
     assert "available: NO: se1 is not in this build" in text
     # the write-path configurations are the only ones tpch runs only by name
-    assert text.count("(not in the default set)") == 3
-    for n in ("nvm_base_walpmem", "nvm_se1_walpmem", "nvm_se2_walpmem"):
+    wal_pmem = [n for n in NAMES if configs.BY_NAME[n].writes_wal_pmem]
+    assert len(wal_pmem) == 8 and text.count("(not in the default set)") == 8
+    for n in wal_pmem:
         assert f"{n}  (not in the default set)" in text
     assert lines[-1].startswith("common settings (all configurations): shared_buffers=128MB")
     listed = configs.listing(micro.DEFAULT_CONFIGS, None, {}, {"disk_base": "data on disk"})

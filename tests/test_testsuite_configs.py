@@ -40,17 +40,18 @@ def test_default_configs_add_se2s_variants(monkeypatch: pytest.MonkeyPatch) -> N
             "nvm_base_worker",
             "nvm_base_walpmem",
             "nvm_se1",
+            "nvm_se1_pmem",
             "nvm_se2",
             "nvm_se2_inline",
             "nvm_se2_m1",
-            "nvm_se2_walpmem",
+            "nvm_se2_pmem",
         ],
         {"nvm_se2": "yes"},
     )
     assert seen == [("nvm_se2", settings.BASE_SETTINGS)]
     monkeypatch.setattr(configs, "verdict", lambda c, b, s: configs.Verdict(False, "no se2"))
     assert settings.default_configs(Path("/x"), {}) == (
-        ["nvm_base_worker", "nvm_base_walpmem", "nvm_se1"],
+        ["nvm_base_worker", "nvm_base_walpmem", "nvm_se1", "nvm_se1_pmem"],
         {"nvm_se2": "NO: no se2"},
     )
 

@@ -35,6 +35,7 @@ def test_select_everything_by_default() -> None:
         "stress",
         "crash",
         "wal_pmem",
+        "data_pmem",
         "tap_recovery",
     ]
 

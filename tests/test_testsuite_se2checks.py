@@ -21,7 +21,9 @@ def test_delta_and_fmt() -> None:
     d = counters.delta(a, b)
     assert d["redirects"] == 15 and d["mapped_reads"] == 0
     assert counters.fmt(d, ("redirects", "cow_copies")) == "redirects+15 cow_copies+0"
-    assert counters.fmt(d).startswith("mapped_reads+0 mapped_writes+0 redirects+15 ")
+    assert counters.fmt(d).startswith(
+        "mapped_reads+0 mapped_writes+0 persisted_writes+0 redirects+15 "
+    )
 
 
 def test_block_bytes(tmp_path: Path) -> None:

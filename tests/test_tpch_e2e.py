@@ -1,8 +1,7 @@
 """End to end: ``./pgnvm tpch`` at scale factor 0.01 over three configurations.
 
 Runs the real command (``python -m bench tpch``) against clusters of its own (prefix
-``tpchtest<hash of PGNVM_HOME>``, ports 5530/5531), so it never touches the ``tpch-*``
-clusters of a real run.
+``tpchtest``, ports 5530/5531), so it never touches the ``tpch-*`` clusters of a real run.
 Uses the installed release build when there is one (``--no-build``), else builds it (as a
 fresh machine's first ``./pgnvm tpch`` would). Checks the raw files and the report of a full
 run, then that a deliberately wrong answer (the PGNVM_TPCH_PERTURB test hook) fails the run
@@ -16,7 +15,6 @@ No timing assertions.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -33,10 +31,9 @@ PORT = 5530
 
 
 def _prefix() -> str:
-    """Cluster name prefix of this PGNVM_HOME: nvm data directories of all homes share one
-    tmpfs, so two homes running this test must not pick the same names."""
-    h = hashlib.sha256(str(paths.pgnvm_home()).encode()).hexdigest()[:6]
-    return f"tpchtest{h}"
+    """Cluster name prefix (the nvm data directories of other PGNVM_HOMEs are elsewhere on the
+    shared tmpfs: ``paths.home_tag()``)."""
+    return "tpchtest"
 
 
 def _configs() -> list[str]:

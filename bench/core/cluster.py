@@ -2,10 +2,11 @@
 
 A cluster is described by a :class:`ClusterSpec` and saved in
 ``$PGNVM_HOME/clusters/<name>/spec.json``; that directory also holds the server log
-(``postgres.log``) and the unix socket. The data directory is ``<root>/<name>/data`` on the
-chosen storage (:mod:`bench.core.storage`: ``nvm``, the tmpfs at ``/mnt/pgnvm/nvm`` or
-``/mnt/pgnvm/nvm-huge``, or ``disk``, ``$PGNVM_HOME/disk``); ``data_root`` (API only)
-overrides both: datadir = ``<data_root>/data``. Processes of a data directory are found
+(``postgres.log``) and the unix socket. The data directory is on the chosen storage
+(:mod:`bench.core.storage`): ``<root>/<home tag>/<name>/data`` on ``nvm``, the tmpfs at
+``/mnt/pgnvm/nvm`` or ``/mnt/pgnvm/nvm-huge`` that every PGNVM_HOME shares (hence
+:func:`bench.core.paths.home_tag`), or ``$PGNVM_HOME/disk/<name>/data``; ``data_root``
+(API only) overrides both: datadir = ``<data_root>/data``. Processes of a data directory are found
 through :mod:`bench.core.procfs`.
 
 Every server setting pgnvm manages is written to ``<datadir>/pgnvm.conf``, which
@@ -47,7 +48,6 @@ INCLUDE_LINE = f"include '{CONF_NAME}'  # added by pgnvm: settings managed by be
 #: have the same line naming bench/cluster.py: it counts, nothing is appended twice).
 INCLUDE_PREFIX = f"include '{CONF_NAME}'"
 SPEC_FILE = "spec.json"
-OWNER_FILE = ".pgnvm-owner"  # in <storage root>/<name>/: state dir of the cluster using it
 LOG_FILE = "postgres.log"
 STATE_VERSION = 1
 #: Settings pgnvm derives from the spec: setting them via `settings` is refused.
@@ -56,6 +56,7 @@ MANAGED_SETTINGS = {"port", "unix_socket_directories", "nvm_storage_engine"}
 REINIT_FIELDS = ("engine", "storage", "huge", "data_root", "data_checksums")
 START_TIMEOUT = 300  # seconds (pg_ctl -t); crash recovery on big data can be slow
 _GUC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SUN_PATH_MAX = 107  # sizeof(sockaddr_un.sun_path) - 1
 
 
@@ -74,6 +75,8 @@ class ClusterSpec:
     settings: dict[str, str] = field(default_factory=dict)  # extra GUCs
     data_root: str | None = None  # explicit parent directory of the data dir
     data_checksums: bool = True  # initdb --data-checksums (False: --no-data-checksums)
+    #: environment of the server process on top of ours (e.g. PMEM2_FORCE_GRANULARITY)
+    environment: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", self.name):
@@ -88,6 +91,9 @@ class ClusterSpec:
             raise ClusterError(f"bad port {self.port}")
         if self.huge and self.storage != "nvm":
             raise ClusterError("--huge only applies to storage nvm")
+        for k in self.environment:
+            if not _ENV_NAME.match(k):
+                raise ClusterError(f"bad environment variable name {k!r}")
         for k in self.settings:
             if not _GUC_NAME.match(k):
                 raise ClusterError(f"bad setting name {k!r}")
@@ -107,6 +113,7 @@ class ClusterSpec:
         spec.huge = bool(spec.huge)
         spec.data_checksums = bool(spec.data_checksums)
         spec.settings = {str(k): str(v) for k, v in (spec.settings or {}).items()}
+        spec.environment = {str(k): str(v) for k, v in (spec.environment or {}).items()}
         return spec
 
 
@@ -167,11 +174,18 @@ def render_conf(spec: ClusterSpec, socket_dir: Path) -> str:
 # --------------------------------------------------------------------------- data directory
 
 
+def _datadir_under(root: Path, spec: ClusterSpec) -> Path:
+    if spec.storage == "disk":
+        return root / spec.name / "data"  # the disk root is this home's own
+    return root / paths.home_tag() / spec.name / "data"
+
+
 def default_datadir(spec: ClusterSpec) -> Path:
-    """``<storage root>/<name>/data`` (:mod:`bench.core.storage`), or ``<data_root>/data``."""
+    """``<storage root>[/<home tag>]/<name>/data`` (see the module docstring), or
+    ``<data_root>/data``."""
     if spec.data_root:
         return Path(spec.data_root) / "data"
-    return storage.root(spec.storage, spec.huge) / spec.name / "data"
+    return _datadir_under(storage.root(spec.storage, spec.huge), spec)
 
 
 def resolve_datadir(spec: ClusterSpec) -> Path:
@@ -179,7 +193,7 @@ def resolve_datadir(spec: ClusterSpec) -> Path:
     if spec.data_root:
         return default_datadir(spec)
     try:
-        return storage.root(spec.storage, spec.huge, mount=True) / spec.name / "data"
+        return _datadir_under(storage.root(spec.storage, spec.huge, mount=True), spec)
     except storage.StorageError as e:
         raise ClusterError(str(e)) from e
 
@@ -445,7 +459,6 @@ class Cluster:
             saved.stop("immediate")
             _remove_datadir(saved.datadir, remove_parent=not saved.spec.data_root)
         target = resolve_datadir(self.spec)
-        self._claim_datadir(target)
         self.datadir = target
         if self.is_running():
             self.stop("immediate")
@@ -453,8 +466,6 @@ class Cluster:
             _remove_datadir(self.datadir, remove_parent=False)
         osuser.ensure_dir(self.datadir.parent)
         osuser.chown_to_server(self.datadir.parent)
-        if not self.spec.data_root:
-            (self.datadir.parent / OWNER_FILE).write_text(str(self.state_dir) + "\n")
         cmd = [
             str(self.bin("initdb")),
             "-D",
@@ -480,28 +491,15 @@ class Cluster:
         self._write_conf()
         self.save()
 
-    def _claim_datadir(self, datadir: Path) -> None:
-        """Refuse to initdb over the data directory of a same-named cluster of another
-        PGNVM_HOME (nvm storage roots are shared by all of them)."""
-        if self.spec.data_root:
-            return
-        owner_file = datadir.parent / OWNER_FILE
-        try:
-            owner = Path(owner_file.read_text().strip())
-        except OSError:
-            return
-        if owner != self.state_dir and (owner / SPEC_FILE).is_file():
-            raise ClusterError(
-                f"{datadir} belongs to the cluster whose state is in {owner} (another "
-                "PGNVM_HOME); destroy it there or pick another --name"
-            )
-
-    def _pg_ctl(self, *args: str, check: bool = False) -> subprocess.CompletedProcess:
+    def _pg_ctl(
+        self, *args: str, check: bool = False, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess:
         return osuser.run_pg(
             [str(self.bin("pg_ctl")), "-D", str(self.datadir), *args],
             capture_output=True,
             text=True,
             check=check,
+            env=env,
         )
 
     def _clear_dead_pidfile(self) -> None:
@@ -578,7 +576,15 @@ class Cluster:
             osuser.chown_to_server(log)
         offset = log.stat().st_size
         _started[self.spec.name] = self
-        r = self._pg_ctl("start", "-w" if wait else "-W", "-t", str(START_TIMEOUT), "-l", str(log))
+        r = self._pg_ctl(
+            "start",
+            "-w" if wait else "-W",
+            "-t",
+            str(START_TIMEOUT),
+            "-l",
+            str(log),
+            env={**os.environ, **self.spec.environment},
+        )
         if r.returncode != 0:
             ui.show_tail(log, 40, offset)
             if not self.is_running():
@@ -685,7 +691,6 @@ class Cluster:
 def _remove_datadir(datadir: Path, remove_parent: bool = True) -> None:
     shutil.rmtree(datadir, ignore_errors=True)
     if remove_parent:
-        (datadir.parent / OWNER_FILE).unlink(missing_ok=True)
         # remove the per-cluster parent (<storage root>/<name>) if we left it empty
         with contextlib.suppress(OSError):
             datadir.parent.rmdir()
@@ -718,3 +723,33 @@ def release(cluster: Cluster) -> None:
     """Forget that this process started ``cluster``: it is meant to outlive the command (e.g.
     ``pgnvm cluster start``), so Ctrl-C / SIGTERM cleanup must not stop it."""
     _started.pop(cluster.spec.name, None)
+
+
+def job_spec(
+    name: str, storage: str, port: int, settings: dict[str, str], data_checksums: bool = True
+) -> ClusterSpec:
+    """The spec of a benchmark job's data cluster: release flavour, engine base (the job
+    switches the engine per configuration, :meth:`bench.core.server.Server.apply_config`)."""
+    return ClusterSpec(
+        name=name,
+        engine="base",
+        storage=storage,
+        port=port,
+        flavour="release",
+        settings=dict(settings),
+        data_checksums=data_checksums,
+    )
+
+
+def job_cluster(spec: ClusterSpec, force: bool = False) -> Cluster:
+    """The cluster ``spec.name`` as saved when it is there and initialised (on ``spec.port``),
+    else a new one from ``spec`` (initdb; ``force``: over an existing one, its data lost)."""
+    c: Cluster | None = None
+    if not force and Cluster.exists(spec.name):
+        with contextlib.suppress(ClusterError, ValueError, KeyError, TypeError):
+            c = Cluster.load(spec.name)
+    if c is None or not c.is_initialized():
+        c = Cluster(spec)
+        c.init(force=force)
+    c.spec.port = spec.port
+    return c

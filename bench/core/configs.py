@@ -55,6 +55,8 @@ class Config:
     settings: dict[str, str] = field(default_factory=dict)  # on top of the job's own
     shared_buffers: str | None = None  # None: the job's; SB_WHOLE_DB: sized to the database
     prewarm: bool = False  # pg_prewarm every table and index after each start
+    #: environment of the server process (e.g. libpmem2's PMEM2_FORCE_GRANULARITY)
+    environment: dict[str, str] = field(default_factory=dict)
 
     @property
     def drop_caches(self) -> bool:
@@ -77,6 +79,12 @@ class Config:
     def writes_wal_pmem(self) -> bool:
         """WAL is written through libpmem2 mappings (``nvm_wal = pmem``)."""
         return self.settings.get("nvm_wal", "file") == "pmem"
+
+    @property
+    def persists_data_pmem(self) -> bool:
+        """Blocks written back through the mappings are persisted at once with libpmem2
+        (``nvm_data_persist = pmem``, se1/se2): checkpoints fsync nothing for them."""
+        return self.settings.get("nvm_data_persist", "fsync") == "pmem"
 
     @property
     def is_reference(self) -> bool:
@@ -181,6 +189,51 @@ CONFIGS: tuple[Config, ...] = (
         "nvm",
         "SE2, WAL written through libpmem2 mappings (nvm_wal = pmem)",
         {**_WORKER, "nvm_wal": "pmem"},
+    ),
+    Config(
+        "nvm_base_walpmem_cl",
+        "base",
+        "nvm",
+        "nvm_base_walpmem with libpmem2 forced to cache-line granularity "
+        "(PMEM2_FORCE_GRANULARITY=CACHE_LINE): WAL persisted by cache-line flushes + fence, "
+        "as on real PMem (DAX); on tmpfs the default is page granularity (msync)",
+        {**_WORKER, "nvm_wal": "pmem"},
+        environment={"PMEM2_FORCE_GRANULARITY": "CACHE_LINE"},
+    ),
+    Config(
+        "nvm_se2_walpmem_cl",
+        "se2",
+        "nvm",
+        "nvm_se2_walpmem with libpmem2 forced to cache-line granularity "
+        "(PMEM2_FORCE_GRANULARITY=CACHE_LINE)",
+        {**_WORKER, "nvm_wal": "pmem"},
+        environment={"PMEM2_FORCE_GRANULARITY": "CACHE_LINE"},
+    ),
+    Config(
+        "nvm_se1_pmem",
+        "se1",
+        "nvm",
+        "SE1 with the PMem write path: WAL through libpmem2 mappings (nvm_wal = pmem) and "
+        "every block written back persisted at once through the mapping "
+        "(nvm_data_persist = pmem: checkpoints fsync nothing for it)",
+        {**_WORKER, "nvm_wal": "pmem", "nvm_data_persist": "pmem"},
+    ),
+    Config(
+        "nvm_se2_pmem",
+        "se2",
+        "nvm",
+        "SE2 with the PMem write path: nvm_wal = pmem and nvm_data_persist = pmem",
+        {**_WORKER, "nvm_wal": "pmem", "nvm_data_persist": "pmem"},
+    ),
+    Config(
+        "nvm_se2_pmem_cl",
+        "se2",
+        "nvm",
+        "nvm_se2_pmem with libpmem2 forced to cache-line granularity "
+        "(PMEM2_FORCE_GRANULARITY=CACHE_LINE): WAL and data blocks persisted by cache-line "
+        "flushes + fence, as on real PMem (DAX); on tmpfs the default is msync()",
+        {**_WORKER, "nvm_wal": "pmem", "nvm_data_persist": "pmem"},
+        environment={"PMEM2_FORCE_GRANULARITY": "CACHE_LINE"},
     ),
     Config(
         "mem_limit",

@@ -8,11 +8,13 @@ counter, what this module reads) and the wide view ``pgnvm_stats``, which also d
 :data:`DERIVED` from them.
 
 Also here: the calling backend's prefetch helper pool, ``pgnvm_prefetch()``
-(:func:`read_prefetch_pool`).
+(:func:`read_prefetch_pool`), and the store granularity of WAL written through libpmem2 as
+the server logs it at start (:func:`wal_pmem_logged`).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import psycopg
@@ -21,6 +23,7 @@ import psycopg
 COUNTERS: tuple[str, ...] = (
     "mapped_reads",
     "mapped_writes",
+    "persisted_writes",
     "redirects",
     "cow_copies",
     "hints_skipped",
@@ -83,3 +86,18 @@ def read_prefetch_pool(conn: psycopg.Connection[Any], schema: str | None = None)
     return {
         k: (list(v) if isinstance(v, list | tuple) else v) for k, v in zip(cols, row, strict=True)
     }
+
+
+#: the LOG line of a server with nvm_wal = pmem (nvm_wal.c), once per start
+WAL_PMEM_LOG_RE = re.compile(
+    r"LOG:  nvm_wal = pmem: WAL in \"(?P<dir>[^\"]+)\" is written through libpmem2 mappings, "
+    r"store granularity (?P<gran>byte|cache line|page)(?P<forced> \(forced by [^)]*\))?"
+)
+
+
+def wal_pmem_logged(log_text: str) -> re.Match[str] | None:
+    """The last ``nvm_wal = pmem`` start-up LOG line in ``log_text`` (groups ``dir``,
+    ``gran``: byte | cache line | page, ``forced``: set when PMEM2_FORCE_GRANULARITY chose
+    it), or None."""
+    found = list(WAL_PMEM_LOG_RE.finditer(log_text))
+    return found[-1] if found else None

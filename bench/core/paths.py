@@ -12,10 +12,15 @@ environment. Layout::
         venv/                Python virtualenv made by ./pgnvm
         clusters/<name>/     cluster state: spec.json, server log, unix socket
         disk/<name>/         data directories of clusters with storage=disk
+
+The nvm storage root (a tmpfs, :mod:`bench.core.storage`) is one per machine and shared by
+every PGNVM_HOME; each home keeps its data directories in its own subdirectory of it,
+:func:`home_tag`, so two homes (a CI clone and a developer's tree) never meet there.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 from pathlib import Path
@@ -48,6 +53,14 @@ def __getattr__(name: str) -> Path:
     if name == "PGNVM_HOME":
         return pgnvm_home()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def home_tag() -> str:
+    """This PGNVM_HOME's subdirectory on shared storage roots: ``<basename>-<8 hex digits of
+    the sha1 of its resolved path>`` (readable, and distinct for distinct homes)."""
+    home = pgnvm_home().resolve()
+    digest = hashlib.sha1(str(home).encode()).hexdigest()[:8]
+    return f"{home.name or 'root'}-{digest}"
 
 
 def src_dir() -> Path:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import psycopg
@@ -54,20 +54,29 @@ class Server:
 
     # ---- settings
 
-    def apply(self, engine: str | None = None, settings: dict[str, str] | None = None) -> None:
-        """Make ``engine`` and ``settings`` (the whole set of extra settings) the server's:
-        written to pgnvm.conf now, in effect from the next start."""
+    def apply(
+        self,
+        engine: str | None = None,
+        settings: dict[str, str] | None = None,
+        environment: dict[str, str] | None = None,
+    ) -> None:
+        """Make ``engine``, ``settings`` (the whole set of extra settings) and
+        ``environment`` (the server process's extra environment variables) the server's:
+        written to pgnvm.conf and the cluster's spec now, in effect from the next start."""
         spec = self.cluster.spec
         if engine is not None:
             spec.engine = engine
         if settings is not None:
             spec.settings = dict(settings)
+        if environment is not None:
+            spec.environment = dict(environment)
         self.cluster.rewrite_conf()
 
     def apply_config(self, cfg: Config, settings: dict[str, str]) -> None:
         """A configuration of the catalogue: its engine, and ``settings`` (the job's common
-        settings with the configuration's, :func:`bench.core.configs.server_settings`)."""
-        self.apply(cfg.engine, settings)
+        settings with the configuration's, :func:`bench.core.configs.server_settings`) and
+        its server environment."""
+        self.apply(cfg.engine, settings, cfg.environment)
 
     @contextlib.contextmanager
     def temporary(self, settings: dict[str, str]) -> Iterator[None]:
@@ -206,3 +215,13 @@ class Server:
 
     def log_tail(self, lines: int = 30) -> str:
         return ui.tail(self.cluster.logfile(), lines)
+
+
+def stop_quietly(servers: Iterable[Server]) -> None:
+    """Stop every server, saying (not raising) what failed: a job's cleanup, which must not
+    hide the exception that got it there."""
+    for s in servers:
+        try:
+            s.stop()
+        except Exception as e:  # best effort during cleanup
+            ui.error(f"could not stop {s.name}: {e}")

@@ -3,7 +3,8 @@
 * ``nvm``: a tmpfs mounted by pgnvm (as root) at ``/mnt/pgnvm/nvm`` (4 KiB pages) or
   ``/mnt/pgnvm/nvm-huge`` (``huge=always``), sized at 75% of RAM; it emulates persistent
   memory. When it cannot be mounted (not root, or huge pages unavailable) the fallback is
-  ``/dev/shm/pgnvm-<user>``, with a notice. The tmpfs is shared by every PGNVM_HOME.
+  ``/dev/shm/pgnvm-<user>``, with a notice. The tmpfs is shared by every PGNVM_HOME; each
+  home keeps its data directories under its own ``paths.home_tag()`` there.
 * ``disk``: ``$PGNVM_HOME/disk``.
 
 :func:`mount_tmpfs` is also what other tmpfs users mount with (``./pgnvm micro prefetch``).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from bench.core import build, configs
-from bench.micro import prefetch, settings
+from bench.micro import checksum, prefetch, settings
 from bench.micro.storage import cli as storage_cli
 
 
@@ -17,7 +17,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "micro",
         help="microbenchmarks: scan (configurations on a table larger than shared_buffers), "
-        "prefetch, and paper 004's storage benchmarks: tablescan, bufman, logging, storage",
+        "prefetch, checksum, and paper 004's storage benchmarks: tablescan, bufman, logging, "
+        "storage",
     )
     sub = p.add_subparsers(dest="micro", required=True)
     s = sub.add_parser(
@@ -81,6 +82,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pf.add_argument("--out", help="results directory (default results/micro-prefetch-<stamp>)")
     pf.add_argument("--keep-file", action="store_true", help="keep the data file afterwards")
     pf.set_defaults(func=_run_prefetch)
+
+    ck = sub.add_parser(
+        "checksum",
+        help="ns per 8 KB page of each page checksum variant (scalar, AVX2, AVX-512)",
+        description=checksum.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ck.add_argument("--runs", type=int, default=5, help="runs per variant (default 5)")
+    ck.add_argument("--out", help="results directory (default results/micro-checksum-<stamp>)")
+    ck.add_argument("--no-build", action="store_true", help="use the release build as it is")
+    ck.set_defaults(func=checksum.main)
     storage_cli.register(sub)
 
 

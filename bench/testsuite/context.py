@@ -111,6 +111,7 @@ class EngineEnv:
             port=port,
             flavour=FLAVOUR,
             settings=configs.server_settings(config, BASE_SETTINGS),
+            environment=dict(config.environment),
         )
         self.server = Server(
             clu.Cluster(spec),

@@ -49,6 +49,12 @@ ENGINE_CHECKS: tuple[CheckDef, ...] = (
         "nvm_wal = pmem: granularity logged/forced, WAL records = file's, unmappable pg_wal FATAL",
     ),
     CheckDef(
+        "data_pmem",
+        5 * 60,
+        "nvm_data_persist = pmem: checkpoints fsync nothing written back (control: they do), "
+        "granularity logged/forced, refused with base",
+    ),
+    CheckDef(
         "tap_recovery",
         15 * 60,
         "PostgreSQL's recovery TAP suite, engine in TEMP_CONFIG (not for prefetch variants)",

@@ -21,6 +21,7 @@ from bench.testsuite.checks.checksum import checksum
 from bench.testsuite.checks.checksum_simd import checksum_simd_check
 from bench.testsuite.checks.cow import cow
 from bench.testsuite.checks.crash import crash
+from bench.testsuite.checks.data_pmem import data_pmem
 from bench.testsuite.checks.differential import differential
 from bench.testsuite.checks.enospc import enospc
 from bench.testsuite.checks.faults import cow_failure, mapping_limits
@@ -66,6 +67,7 @@ CHECK_FUNCS: dict[str, CheckFunc] = {
     "stress": stress,
     "crash": crash,
     "wal_pmem": wal_pmem,
+    "data_pmem": data_pmem,
     "tap_recovery": tap_recovery,
 }
 

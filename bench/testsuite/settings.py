@@ -25,9 +25,15 @@ BASE_SETTINGS: dict[str, str] = {
 }
 
 #: always run by default (se1 fails loudly, in setup, until the server has it)
-DEFAULT_CONFIGS: tuple[str, ...] = ("nvm_base_worker", "nvm_base_walpmem", "nvm_se1")
-#: run by default when the built server accepts se2: se2 and its prefetch variants
-WITH_SE2: tuple[str, ...] = ("nvm_se2", "nvm_se2_inline", "nvm_se2_m1", "nvm_se2_walpmem")
+DEFAULT_CONFIGS: tuple[str, ...] = (
+    "nvm_base_worker",
+    "nvm_base_walpmem",
+    "nvm_se1",
+    "nvm_se1_pmem",
+)
+#: run by default when the built server accepts se2: se2, its prefetch variants, and se2
+#: with the PMem write path (WAL and data through libpmem2)
+WITH_SE2: tuple[str, ...] = ("nvm_se2", "nvm_se2_inline", "nvm_se2_m1", "nvm_se2_pmem")
 
 
 #: Configurations of the catalogue the checks cannot run: name -> why.

@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from bench.core import configs
+from bench.core import configs, results
 from bench.tpch import queries, settings
 
 DESCRIPTION = """\
@@ -173,6 +173,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--no-perf", action="store_true", help="do not attach perf_event counters to the backend"
     )
     p.add_argument(
+        "--profile",
+        action="store_true",
+        help="perf record (software clock) the backend and its threads during the first run "
+        "of each configuration x query; top functions in profile.md, data in perf/",
+    )
+    p.add_argument(
         "--no-explain",
         action="store_true",
         help="do not record each query's plan (EXPLAIN, costs off) per configuration",
@@ -189,6 +195,15 @@ def _cmd_tpch(args: argparse.Namespace) -> int:
         configs.resolve(args.configs or ())
     except ValueError as e:
         raise SystemExit(f"pgnvm tpch: {e}") from None
+    why = results.unused_out(args.out)
+    if why:
+        raise SystemExit(f"pgnvm tpch: {why}")
+    if args.profile:
+        from bench.tpch import profile
+
+        why = profile.available()
+        if why:
+            raise SystemExit(f"pgnvm tpch: --profile: {why}")
     opts = runner.Options(
         sf=args.sf,
         configs=args.configs,
@@ -202,6 +217,7 @@ def _cmd_tpch(args: argparse.Namespace) -> int:
         port=args.port,
         prefix=os.environ.get(runner.PREFIX_ENV) or settings.DEFAULT_PREFIX,
         perf=not args.no_perf,
+        profile=args.profile,
         explain=not args.no_explain,
         build=not args.no_build,
         data_checksums=args.data_checksums == "on",

@@ -42,10 +42,6 @@ import contextlib
 import csv
 import datetime as dt
 import json
-import os
-import platform
-import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -55,10 +51,11 @@ import psycopg
 import psycopg.errors
 
 from bench.core import cluster as clu
-from bench.core import configs, counters, paths, procfs, topology, ui
+from bench.core import configs, counters, paths, procfs, results, topology, ui
 from bench.core.build import ensure_built
 from bench.core.configs import Config
-from bench.tpch import compare, data, measure, queries, report, targets
+from bench.core.server import stop_quietly
+from bench.tpch import compare, data, measure, profile, queries, report, targets
 from bench.tpch.report import statistics as stats
 from bench.tpch.settings import (
     DEFAULT_CONFIGS,
@@ -131,6 +128,7 @@ class Options:
     port: int = DEFAULT_PORT
     prefix: str = DEFAULT_PREFIX
     perf: bool = True
+    profile: bool = False  # --profile: perf record of the first run of each config x query
     explain: bool = True
     build: bool = True  # False: use the installed release build as it is (--no-build)
     data_checksums: bool = True  # --data-checksums on|off: clusters of their own when off
@@ -181,9 +179,7 @@ class Writer:
         self._csvf.flush()
 
     def json(self, name: str, doc: Any) -> None:
-        tmp = self.out / f".{name}.tmp"
-        tmp.write_text(json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
-        os.replace(tmp, self.out / name)
+        results.write_json(self.out / name, doc)
 
     def close(self) -> None:
         self._jsonl.close()
@@ -252,45 +248,6 @@ def csv_row(rec: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-# --------------------------------------------------------------------------- environment
-
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text()
-    except OSError:
-        return ""
-
-
-def _cmd(*args: str) -> str:
-    try:
-        r = subprocess.run(list(args), capture_output=True, text=True, check=False, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return r.stdout.strip()
-
-
-def environment() -> dict[str, Any]:
-    cpu = procfs.cpu_model()
-    mem = procfs.meminfo().get("MemTotal", "")
-    commit = _cmd("git", "-C", str(paths.REPO_ROOT), "rev-parse", "HEAD")
-    dirty = _cmd(
-        "git", "-C", str(paths.REPO_ROOT), "status", "--porcelain", "--", "bench", "postgres"
-    )
-    return {
-        "cpu_model": cpu or platform.processor(),
-        "cpus": os.cpu_count(),
-        "memory": mem,
-        "kernel": " ".join(platform.uname()),
-        "python": sys.version.split()[0],
-        "git_commit": commit,
-        "git_dirty": bool(dirty),
-        "hostname": platform.node(),
-        "thp_enabled": _read("/sys/kernel/mm/transparent_hugepage/enabled").strip(),
-        "hardware_counters": measure.hardware_unavailable_reason() or "available",
-    }
-
-
 # --------------------------------------------------------------------------- the runner
 
 
@@ -340,7 +297,8 @@ class Runner:
         if not self.configs:
             raise RuntimeError("no configuration to run")
         data_dir, manifest = data.ensure_data(o.sf)
-        self.env = environment()
+        self.env = results.environment()
+        self.env["hardware_counters"] = measure.hardware_unavailable_reason() or "available"
         self.env["build"] = "ensure_built(release)" if o.build else "--no-build (installed as is)"
         with contextlib.suppress(OSError):
             st = (bindir / "postgres").stat()
@@ -374,7 +332,7 @@ class Runner:
         self.env["datadirs"] = {s: str(t.cluster.datadir) for s, t in self.targets.items()}
         self.env["clusters"] = {s: t.name for s, t in self.targets.items()}
         for s, t in self.targets.items():
-            self.env.setdefault("filesystems", {})[s] = _cmd(
+            self.env.setdefault("filesystems", {})[s] = results.cmd(
                 "findmnt", "-n", "-o", "SOURCE,FSTYPE,OPTIONS", "-T", str(t.cluster.datadir)
             )
 
@@ -445,7 +403,7 @@ class Runner:
             secs, blocks = tg.prewarm()
             rec["prewarm_s"] = round(secs, 3)
             rec["prewarm_blocks"] = blocks
-        rec["os_cache"] = targets.drop_os_caches() if cfg.drop_caches else "kept"
+        rec["os_cache"] = results.drop_os_caches() if cfg.drop_caches else "kept"
         pm = tg.server.postmaster_pid()
         sql = queries.sql(q, o.sf)
         rows: list[compare.Row] | None = None
@@ -472,6 +430,12 @@ class Runner:
             perf = measure.PerfCounters(pid) if o.perf else None
             if perf:
                 perf.start()
+            sampler = None
+            if o.profile and rep == 1:
+                assert self.writer is not None
+                perf_file = f"{cfg.name}-{queries.qname(q)}-r{rep}.data"
+                sampler = profile.PerfRecord(pid, self.writer.out / "perf" / perf_file)
+                sampler.start()
             t0 = time.perf_counter()
             cur = None
             try:
@@ -485,6 +449,9 @@ class Runner:
                 rec["error"] = str(e).strip()
             wall = time.perf_counter() - t0
             rec["perf"] = perf.stop() if perf else None
+            if sampler is not None:
+                why = sampler.stop()
+                rec["profile"] = why if why else profile.top_symbols(sampler.out)
             s1 = procfs.thread_samples(pid)
             c1 = measure.cluster_sample(pm, {pid}, btypes) if pm else None
             rec["wall_s"] = round(wall, 6)
@@ -573,6 +540,8 @@ class Runner:
         )
         if self.writer:
             self.writer.json("mismatches.json", self.mismatches)
+        if self.opts.profile:
+            (self.writer.out / "profile.md").write_text(profile.render(self.records))
 
     def _save_answer(self, name: str, rows: list[compare.Row]) -> None:
         if self.writer:
@@ -613,7 +582,7 @@ class Runner:
         self.writer.json("env.json", self.env)
         sched = self.schedule()
         interrupted = False
-        prog = Progress(len(sched))
+        prog = results.Progress(len(sched), "tpch")
         try:
             with prog:
                 for i, (cfg, q, rep) in enumerate(sched):
@@ -629,11 +598,7 @@ class Runner:
             interrupted = True
             raise
         finally:
-            for t in self.targets.values():
-                try:
-                    t.server.stop()
-                except Exception as e:  # best effort during cleanup
-                    ui.error(f"could not stop {t.name}: {e}")
+            stop_quietly(t.server for t in self.targets.values())
             self.finish(interrupted)
         if self.mismatches:
             ui.error(
@@ -655,6 +620,8 @@ class Runner:
         self.env["server_settings"] = self.server_settings_seen
         self.writer.json("env.json", self.env)
         self.writer.json("mismatches.json", self.mismatches)
+        if self.opts.profile:
+            (self.writer.out / "profile.md").write_text(profile.render(self.records))
         try:
             analysis = report.Analysis(
                 self.plan_doc(), self.env, self.records, self.mismatches, self.plans, interrupted
@@ -707,53 +674,6 @@ def _run_line(i: int, n: int, rec: dict[str, Any]) -> str:
         f"[{i}/{n}] {queries.qname(rec['query'])} {rec['config']:<18} run {rec['rep']}:"
         f"{extra}{ks_txt}"
     )
-
-
-class Progress:
-    """A rich progress bar (on a terminal) plus one line per finished run."""
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.live = ui.console is not None and ui.console.is_terminal
-        self._p: Any = None
-        self._task: Any = None
-
-    def __enter__(self) -> Progress:
-        if self.live:
-            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-            from rich.progress import Progress as RichProgress
-
-            self._p = RichProgress(
-                TextColumn("[bold cyan]tpch[/]"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                TextColumn("ETA {task.fields[eta]}"),
-                TextColumn("{task.description}"),
-                console=ui.console,
-                transient=True,
-            )
-            self._p.__enter__()
-            self._task = self._p.add_task("starting", total=self.total, eta="?")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._p is not None:
-            self._p.__exit__(None, None, None)
-
-    def update(self, done: int, what: str, eta: float | None) -> None:
-        eta_txt = ui.fmt_seconds(eta) if eta is not None else "?"
-        if self._p is not None:
-            self._p.update(self._task, completed=done, description=what, eta=eta_txt)
-        elif done == 0 or done % 25 == 0:
-            ui.info(f"running {what} (ETA {eta_txt})")
-
-    def done_one(self, done: int, line: str) -> None:
-        if self._p is not None:
-            self._p.update(self._task, completed=done)
-            self._p.console.print(line, markup=False, highlight=False)
-        else:
-            ui.info(line)
 
 
 def run(opts: Options) -> int:

@@ -21,8 +21,6 @@ some other way), the cluster is initialised again with the right setting and rel
 
 from __future__ import annotations
 
-import contextlib
-import os
 from pathlib import Path
 
 import psycopg
@@ -93,14 +91,9 @@ class Target:
     def ensure(self, data_dir: Path, sf: float, manifest: Manifest) -> str:
         """Create the cluster and load the database unless a valid load is there.
         Returns what happened ('reused' or 'loaded: <why>'). Leaves the server stopped."""
-        c: clu.Cluster | None = None
-        if clu.Cluster.exists(self.name):
-            with contextlib.suppress(clu.ClusterError, ValueError, KeyError, TypeError):
-                c = clu.Cluster.load(self.name)
-        if c is None or not c.is_initialized():
-            c = self._init()
+        c = self._init()
         srv = self._hold(c)
-        srv.apply("base", dict(schema.LOAD_SETTINGS))
+        srv.apply("base", dict(schema.LOAD_SETTINGS), {})
         srv.start(move_port=True)
         shown = self.show_checksums()
         if shown != checksums_text(self.data_checksums):
@@ -111,7 +104,7 @@ class Target:
             )
             srv.stop()
             srv = self._hold(self._init(force=True))
-            srv.apply("base", dict(schema.LOAD_SETTINGS))
+            srv.apply("base", dict(schema.LOAD_SETTINGS), {})
             srv.start(move_port=True)
             shown = self.show_checksums()
             if shown != checksums_text(self.data_checksums):
@@ -172,20 +165,13 @@ class Target:
         return result
 
     def _init(self, force: bool = False) -> clu.Cluster:
-        """initdb the target's cluster (engine base, the load settings, the data checksums
-        setting of the run); ``force``: over an existing one (its data is lost)."""
-        spec = clu.ClusterSpec(
-            name=self.name,
-            engine="base",
-            storage=self.storage,
-            port=self.port,
-            flavour="release",
-            settings=dict(schema.LOAD_SETTINGS),
-            data_checksums=self.data_checksums,
+        """The target's cluster as saved, or initdb (engine base, the load settings, the
+        data checksums setting of the run); ``force``: initdb over an existing one (its data
+        is lost)."""
+        spec = clu.job_spec(
+            self.name, self.storage, self.port, schema.LOAD_SETTINGS, self.data_checksums
         )
-        c = clu.Cluster(spec)
-        c.init(force=force)
-        return c
+        return clu.job_cluster(spec, force=force)
 
     def show_checksums(self) -> str:
         """``SHOW data_checksums`` of the running server: 'on' or 'off'."""
@@ -200,14 +186,3 @@ class Target:
             "select c.oid from pg_class c join pg_namespace n on n.oid = c.relnamespace "
             "where n.nspname = 'public' and c.relkind in ('r', 'i')"
         )
-
-
-def drop_os_caches() -> str:
-    """``sync; echo 3 > /proc/sys/vm/drop_caches``: 'dropped' or why not."""
-    os.sync()
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-    except OSError as e:
-        return f"not dropped: {e.strerror or e}"
-    return "dropped"

@@ -1,4 +1,14 @@
-"""crash: kill -9 the server under a write load; every acknowledged commit must survive."""
+"""crash: kill -9 the server under a write load; every acknowledged commit must survive.
+
+Each round runs a pgbench load and an acknowledgement recorder (autocommit inserts whose ids
+are logged once COMMIT returned), kills every process of the cluster after a seeded random
+delay, restarts (crash recovery) and checks that every acknowledged id is there. Loads:
+TPC-B (pgbench's built-in) and YCSB-A (50% reads, 50% updates of one 100-byte field of
+``usertable``, keys zipfian (s = 1.01, pgbench's lowest) scattered with ``permute()``).
+Configurations that write WAL through libpmem2 (``nvm_wal = pmem``) get 10 rounds,
+alternating TPC-B and YCSB-A; the others 3 rounds of TPC-B. Afterwards: ``pg_amcheck``
+clean, TPC-B balances consistent, ``usertable`` complete.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +28,22 @@ from bench.testsuite.proc import Background
 DB = "crashtest"
 SCALE = 5
 CLIENTS = 4
-ROUNDS = 3
+ROUNDS = ("tpcb",) * 3
+#: configurations writing WAL through libpmem2: the write path under test
+WAL_PMEM_ROUNDS = ("tpcb", "ycsb_a") * 5
+YCSB_ROWS = 20_000  # ~1 KB rows: ~22 MB, larger than the test clusters' shared_buffers
+YCSB_FIELDS = 10
+#: YCSB-A for pgbench: 50% reads of a whole row, 50% updates of one field (always field0:
+#: pgbench cannot choose a column)
+YCSB_A = f"""\\set r random(1, 100)
+\\set k 1 + permute(random_zipfian(0, {YCSB_ROWS - 1}, 1.01), {YCSB_ROWS})
+\\if :r <= 50
+SELECT * FROM usertable WHERE ycsb_key = :k;
+\\else
+UPDATE usertable SET field0 = md5(random()::text) || md5(random()::text) || repeat('u', 36)
+ WHERE ycsb_key = :k;
+\\endif
+"""
 KILL_AFTER = (3.0, 8.0)
 ROUND_ID_STRIDE = 1_000_000_000  # round r writes ids r*STRIDE+1, r*STRIDE+2, ...
 
@@ -76,8 +101,32 @@ def _consistency(env: EngineEnv) -> str:
     return f"pgbench consistent: sum(abalance)=sum(delta)={acc} over {nhist} transactions"
 
 
+def _ycsb_load(env: EngineEnv) -> None:
+    """``usertable``: a key and ten 100-byte fields per row, :data:`YCSB_ROWS` rows."""
+    fields = ", ".join(f"field{i} text" for i in range(YCSB_FIELDS))
+    values = ", ".join("repeat(md5(g::text), 3) || repeat('y', 4)" for _ in range(YCSB_FIELDS))
+    with env.server.connect(DB) as c:
+        c.execute(f"CREATE TABLE usertable (ycsb_key int PRIMARY KEY, {fields})")
+        c.execute(
+            f"INSERT INTO usertable SELECT g, {values} FROM generate_series(1, {YCSB_ROWS}) g"
+        )
+        c.execute("VACUUM ANALYZE usertable")
+
+
+def _load_command(env: EngineEnv, workload: str) -> list[str]:
+    """pgbench running ``workload`` (tpcb | ycsb_a) until killed (at most 30 s)."""
+    cmd = [env.tool("pgbench"), "-n", "-c", str(CLIENTS), "-j", "2", "-T", "30", "-P", "1"]
+    if workload == "ycsb_a":
+        script = env.workdir / "crash-ycsb-a.sql"
+        script.write_text(YCSB_A)
+        script.chmod(0o644)
+        cmd += ["-f", str(script)]
+    return [*cmd, DB]
+
+
 def crash(env: EngineEnv, limit: float) -> str:
     rng = random.Random(env.run.seed)
+    rounds = WAL_PMEM_ROUNDS if env.config.writes_wal_pmem else ROUNDS
     with env.server.connect() as c:
         c.execute(f"DROP DATABASE IF EXISTS {DB}")
         c.execute(f"CREATE DATABASE {DB}")
@@ -90,17 +139,19 @@ def crash(env: EngineEnv, limit: float) -> str:
         raise CheckFailed(f"pgbench -i failed:\n{ran.tail()}")
     with env.server.connect(DB) as c:
         c.execute("CREATE TABLE acks (id bigint PRIMARY KEY, at timestamptz)")
+    if "ycsb_a" in rounds:
+        _ycsb_load(env)
 
     total_checked = 0
     notes = []
     all_acked: list[int] = []
-    for rnd in range(1, ROUNDS + 1):
+    for rnd, workload in enumerate(rounds, start=1):
         first = rnd * ROUND_ID_STRIDE + 1
         log = AckLog()
         stop = threading.Event()
         errors: list[BaseException] = []
         bench = Background(
-            [env.tool("pgbench"), "-n", "-c", str(CLIENTS), "-j", "2", "-T", "30", "-P", "1", DB],
+            _load_command(env, workload),
             log=env.workdir / f"crash-pgbench-{rnd}.log",
             env=env.client_env(),
             as_server=True,
@@ -152,21 +203,29 @@ def crash(env: EngineEnv, limit: float) -> str:
         total_checked += verdict.checked
         all_acked += acked
         notes.append(
-            f"r{rnd}: kill@{delay:.1f}s {verdict.checked} acked, "
+            f"r{rnd} {workload}: kill@{delay:.1f}s {verdict.checked} acked, "
             f"{len(present) - verdict.checked} unacked-but-committed, {killed} processes killed"
         )
 
     # every acknowledged id of every round, once more after all crashes
     with env.server.connect(DB) as c:
         present_all = [r[0] for r in c.execute("SELECT id FROM acks").fetchall()]
-    final = verify_acks(all_acked, present_all, ROUND_ID_STRIDE, (ROUNDS + 1) * ROUND_ID_STRIDE)
+    final = verify_acks(
+        all_acked, present_all, ROUND_ID_STRIDE, (len(rounds) + 1) * ROUND_ID_STRIDE
+    )
     if not final.ok:
-        raise CheckFailed(f"after {ROUNDS} crashes: {final.describe()}")
+        raise CheckFailed(f"after {len(rounds)} crashes: {final.describe()}")
     amc = run_amcheck(env, [DB], max(60.0, limit / 3), "crash-amcheck.log")
     cons = _consistency(env)
+    if "ycsb_a" in rounds:
+        with env.server.connect(DB) as c:
+            n = c.execute("SELECT count(*) FROM usertable").fetchone()
+        if n != (YCSB_ROWS,):
+            raise CheckFailed(f"usertable has {n} rows after the crashes, expected {YCSB_ROWS}")
+        cons += f"; usertable complete ({YCSB_ROWS} rows)"
     with contextlib.suppress(Exception), env.server.connect() as c:
         c.execute(f"DROP DATABASE IF EXISTS {DB}")
     return (
-        f"{ROUNDS} kill -9 rounds (seed {env.run.seed}): {total_checked} acknowledged ids "
+        f"{len(rounds)} kill -9 rounds (seed {env.run.seed}): {total_checked} acknowledged ids "
         f"checked, 0 lost ({'; '.join(notes)}); {amc}; {cons}"
     )

@@ -28,9 +28,15 @@ _READ_RE = re.compile(r"\b(pread64|preadv2?)\((\d+)<([^>]*)>")
 
 def relation_reads(trace: str, relfile: str) -> list[str]:
     """Trace lines that read ``relfile`` (the file or any of its segments ``relfile.N``)."""
+    return relation_calls(trace, relfile, _READ_RE)
+
+
+def relation_calls(trace: str, relfile: str, call_re: re.Pattern[str]) -> list[str]:
+    """Trace lines of the calls ``call_re`` matches (group 3: the path ``strace -y`` shows
+    for the descriptor) on ``relfile`` or any of its segments ``relfile.N``."""
     out = []
     for line in trace.splitlines():
-        m = _READ_RE.search(line)
+        m = call_re.search(line)
         if not m:
             continue
         path = m.group(3)
@@ -39,14 +45,14 @@ def relation_reads(trace: str, relfile: str) -> list[str]:
     return out
 
 
-def _ptrace_scope() -> int:
+def ptrace_scope() -> int:
     try:
         return int(procfs.sysctl("kernel.yama.ptrace_scope") or 0)
     except ValueError:
         return 0
 
 
-def _wait_attached(log: Path, pids: list[int], timeout: float = 20) -> None:
+def wait_attached(log: Path, pids: list[int], timeout: float = 20) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         text = log.read_text(errors="replace") if log.exists() else ""
@@ -62,7 +68,7 @@ def _wait_attached(log: Path, pids: list[int], timeout: float = 20) -> None:
 def strace(env: EngineEnv, limit: float) -> str:
     if shutil.which("strace") is None:
         raise CheckFailed("strace is not installed (./pgnvm installs it as root)")
-    if not is_root() and _ptrace_scope() >= 1:
+    if not is_root() and ptrace_scope() >= 1:
         raise CheckSkipped(
             "attaching strace to a server process needs root (or kernel.yama.ptrace_scope=0)"
         )
@@ -103,7 +109,7 @@ def strace(env: EngineEnv, limit: float) -> str:
             cmd += ["-p", str(p)]
         st = Background(cmd, log=out_log)
         try:
-            _wait_attached(out_log, pids)
+            wait_attached(out_log, pids)
             t0 = time.monotonic()
             plan = c.execute(
                 "EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, FORMAT JSON) "

@@ -16,42 +16,22 @@ Three parts, each on the configuration's cluster:
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from bench.core import cluster as clu
-from bench.core import osuser
+from bench.core import counters, osuser
 from bench.testsuite import errmatch, walstats
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.model import CheckFailed, CheckSkipped
 from bench.testsuite.proc import is_root
 
 FORCE_ENV = "PMEM2_FORCE_GRANULARITY"
-_LOG_RE = re.compile(
-    r"LOG:  nvm_wal = pmem: WAL in \"(?P<dir>[^\"]+)\" is written through libpmem2 mappings, "
-    r"store granularity (?P<gran>byte|cache line|page)(?P<forced> \(forced by [^)]*\))?"
-)
 WORKLOAD_ROWS = 20_000
 SMALL_COMMITS = 300
-
-
-@contextlib.contextmanager
-def _environ(name: str, value: str) -> Iterator[None]:
-    """``name=value`` in this process's environment (servers started meanwhile inherit it)."""
-    old = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = old
 
 
 def _pgnvm_wal(env: EngineEnv) -> dict[str, Any]:
@@ -64,10 +44,10 @@ def _pgnvm_wal(env: EngineEnv) -> dict[str, Any]:
 
 
 def _logged(text: str) -> re.Match[str]:
-    found = list(_LOG_RE.finditer(text))
-    if not found:
+    found = counters.wal_pmem_logged(text)
+    if found is None:
         raise CheckFailed(f"no 'nvm_wal = pmem: ... store granularity' LOG line:\n{text[-1500:]}")
-    return found[-1]
+    return found
 
 
 def _granularity(env: EngineEnv) -> str:
@@ -80,8 +60,8 @@ def _granularity(env: EngineEnv) -> str:
         raise CheckFailed(f"the LOG line names {first.group('dir')!r}, not pg_wal")
     offset = env.server.log_offset()
     try:
-        with _environ(FORCE_ENV, "CACHE_LINE"):
-            env.server.restart()
+        env.server.apply(environment={**env.config.environment, FORCE_ENV: "CACHE_LINE"})
+        env.server.restart()
         forced = _logged(env.server.log_since(offset))
         before = _pgnvm_wal(env)
         with env.server.connect() as c:
@@ -93,7 +73,8 @@ def _granularity(env: EngineEnv) -> str:
             c.execute("DROP TABLE wal_pmem_forced")
         after = _pgnvm_wal(env)
     finally:
-        env.server.restart()  # without the variable again
+        env.server.apply(environment=dict(env.config.environment))
+        env.server.restart()  # in the configuration's own environment again
     if forced.group("gran") != "cache line" or not forced.group("forced"):
         raise CheckFailed(f"with {FORCE_ENV}=CACHE_LINE the server logged {forced.group(0)!r}")
     if (before["granularity"], before["forced_granularity"]) != ("cache line", "CACHE_LINE"):
@@ -102,8 +83,12 @@ def _granularity(env: EngineEnv) -> str:
     if n != (50,) or min(grew.values()) <= 0:
         raise CheckFailed(f"forced cache line: rows {n}, counters grew by {grew}")
     back = _logged(env.server.log_since(offset))
-    if back.group("forced"):
-        raise CheckFailed(f"after the restart without {FORCE_ENV}: {back.group(0)!r}")
+    # back to the configuration's own environment: forced only if it forces it itself
+    if bool(back.group("forced")) != (FORCE_ENV in env.config.environment):
+        raise CheckFailed(
+            f"after the restart in the configuration's environment "
+            f"({env.config.environment or 'none'}): {back.group(0)!r}"
+        )
     return (
         f"granularity {first.group('gran')} (logged = pgnvm_wal()); forced: "
         f"{forced.group('gran')}, 50 commits: {grew['copies']} copies, "

@@ -3,10 +3,9 @@
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION pgnvm UPDATE TO '1.3'" to load this file. \quit
 
--- 1.3: three more counters (storage/nvm_stats.h): redirected pages whose
--- checksum a prefetch helper verified (its verdict used by the backend),
--- those the backend verified itself, and those a helper found invalid.  pgnvm_stats() lists the counters, so
--- it and the view are declared again; pgnvm_counters() needs no change.
+-- 1.3: counter persisted_writes (nvm_data_persist = pmem: blocks written
+-- back through a mapping and made durable at once), after mapped_writes, as
+-- in storage/nvm_stats.h.
 DROP VIEW pgnvm_stats;
 DROP FUNCTION pgnvm_stats();
 
@@ -14,15 +13,13 @@ CREATE FUNCTION pgnvm_stats(
     OUT engine text,
     OUT mapped_reads bigint,
     OUT mapped_writes bigint,
+    OUT persisted_writes bigint,
     OUT redirects bigint,
     OUT cow_copies bigint,
     OUT hints_skipped bigint,
     OUT prefetch_jobs bigint,
     OUT prefetch_bytes bigint,
     OUT prefetch_dropped bigint,
-    OUT verified_by_helper bigint,
-    OUT verified_by_backend bigint,
-    OUT helper_verify_failed bigint,
     OUT mappings_created bigint,
     OUT mappings_evicted bigint,
     OUT mapping_fallbacks bigint)

@@ -40,6 +40,20 @@ typedef enum NvmStorageEngine
 extern PGDLLIMPORT int nvm_storage_engine;
 extern PGDLLIMPORT const struct config_enum_entry nvm_storage_engine_options[];
 
+/*
+ * values of nvm_data_persist: how a block written back through a mapping
+ * (se1, se2) is made durable -- by the next checkpoint's fsync of its file,
+ * as in stock PostgreSQL, or at once, through libpmem2 (nvm_smgr.c)
+ */
+typedef enum NvmDataPersist
+{
+	NVM_DATA_PERSIST_FSYNC = 0,
+	NVM_DATA_PERSIST_PMEM,
+} NvmDataPersist;
+
+extern PGDLLIMPORT int nvm_data_persist;
+extern PGDLLIMPORT const struct config_enum_entry nvm_data_persist_options[];
+
 /* Does smgropen() give this relation to nvm_smgr.c rather than md.c? */
 static inline bool
 nvm_smgr_handles(ProcNumber backend)
@@ -95,6 +109,7 @@ extern void NvmSmgrShmemInit(void);
 extern void nvm_prefetch_block(SMgrRelation reln, BlockNumber blocknum);
 
 /* f_smgr callbacks; those not listed are md.c's own */
+extern void nvm_init(void);
 extern void nvm_open(SMgrRelation reln);
 extern void nvm_close(SMgrRelation reln, ForkNumber forknum);
 extern void nvm_readv(SMgrRelation reln, ForkNumber forknum,

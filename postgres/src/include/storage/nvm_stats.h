@@ -26,6 +26,7 @@
 #define NVM_STATS_COUNTERS(X) \
 	X(mapped_reads, "blocks copied from a relation file mapping into a buffer (se1, se2)") \
 	X(mapped_writes, "blocks copied from a buffer into a relation file mapping (se1, se2)") \
+	X(persisted_writes, "of those, blocks made durable at once, with nothing left for the checkpoint to fsync (nvm_data_persist = pmem; se1, se2)") \
 	X(redirects, "buffer misses served in place: the buffer points into the mapping (se2)") \
 	X(cow_copies, "redirected pages copied into their buffer before a change (se2)") \
 	X(hints_skipped, "hint bits not set because the tuple was on a redirected page (se2)") \

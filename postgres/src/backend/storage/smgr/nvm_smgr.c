@@ -68,9 +68,24 @@
  * page-cache (or, with DAX, device) pages that write() would have
  * modified, and fsync() on any descriptor of the file writes back pages
  * dirtied through any shared mapping (and on DAX flushes the CPU caches for
- * them).  So md.c's sync machinery is reused unchanged: after a write we
- * register the segment for the next checkpoint's fsync exactly as mdwritev()
- * does.  See docs/storage-engines.md.
+ * them).  So with nvm_data_persist = fsync (the default) md.c's sync
+ * machinery is reused unchanged: after a write we register the segment for
+ * the next checkpoint's fsync exactly as mdwritev() does.
+ *
+ * With nvm_data_persist = pmem a block written back is made durable before
+ * nvm_writev() returns, and nothing is registered: the checkpoint has no
+ * fsync left to do for it.  How depends on what libpmem2 finds for the file
+ * (asked once per read-write mapping, nvm_pmem_granularity()): at page
+ * granularity (tmpfs, a disk file system, DAX without MAP_SYNC) we call
+ * msync(MS_SYNC) on the block's pages ourselves, so that a failure is an
+ * error of ours (PANIC, as a failed checkpoint fsync) rather than libpmem2's
+ * abort(); at cache-line or byte granularity (DAX with MAP_SYNC, or forced
+ * with PMEM2_FORCE_GRANULARITY for emulation) libpmem2's persist function
+ * for our own mapping (pmem2_map_from_existing()) flushes the block's cache
+ * lines and fences.  WAL-before-data is the buffer manager's, unchanged: it
+ * flushes WAL up to the page's LSN before it calls us.  Writes the caller
+ * will sync itself (skipFsync: bulk writes followed by smgrimmedsync()) are
+ * only copied.  See docs/storage-engines.md.
  *
  * Portions Copyright (c) 2026, pgnvm developers
  * Portions Copyright (c) 1996-2025, PostgreSQL Global Development Group
@@ -82,24 +97,31 @@
  */
 #include "postgres.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <libpmem2.h>
+
+#include "access/xlog.h"
+#include "common/file_perm.h"
+#include "common/file_utils.h"
 #include "common/relpath.h"
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
 #include "pgstat.h"
-#include "port/pg_iovec.h"
-#include "access/xlog.h"
 #include "port/atomics.h"
+#include "port/pg_iovec.h"
 #include "storage/aio.h"
 #include "storage/aio_internal.h"
+#include "storage/fd.h"
 #include "storage/md.h"
-#include "storage/shmem.h"
 #include "storage/nvm_fault.h"
 #include "storage/nvm_prefetch.h"
 #include "storage/nvm_smgr.h"
 #include "storage/nvm_stats.h"
+#include "storage/shmem.h"
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
 
@@ -111,6 +133,15 @@ int			nvm_max_mappings = 256;
 
 /* GUC, for tests: act as if every new mapping failed */
 bool		nvm_debug_fail_mappings = false;
+
+/* GUC: how a block written back through a mapping is made durable */
+int			nvm_data_persist = NVM_DATA_PERSIST_FSYNC;
+
+const struct config_enum_entry nvm_data_persist_options[] = {
+	{"fsync", NVM_DATA_PERSIST_FSYNC, false},
+	{"pmem", NVM_DATA_PERSIST_PMEM, false},
+	{NULL, 0, false}
+};
 
 const struct config_enum_entry nvm_storage_engine_options[] = {
 	{"base", NVM_ENGINE_BASE, false},
@@ -143,12 +174,25 @@ typedef struct NvmMapping
 	char	   *addr;
 	int			views;			/* views the buffer manager holds */
 	BlockNumber known_blocks;	/* the segment has at least this many */
+
+	/*
+	 * nvm_data_persist = pmem, read-write mappings: how a written block is
+	 * persisted.  persist_fn is NULL at page granularity (we msync()), else
+	 * the persist function of pmap, libpmem2's view of this very mapping.
+	 * also_fsync: cache flushes were forced (PMEM2_FORCE_GRANULARITY) on a
+	 * mapping without MAP_SYNC, where they make nothing durable: the block is
+	 * also registered for the checkpoint's fsync.
+	 */
+	bool		persists;
+	bool		also_fsync;
+	struct pmem2_map *pmap;
+	pmem2_persist_fn persist_fn;
 } NvmMapping;
 
 static MemoryContext NvmCxt = NULL;
 static dlist_head NvmLru = DLIST_STATIC_INIT(NvmLru);
 static dlist_head NvmRetired = DLIST_STATIC_INIT(NvmRetired);
-static int	NvmNumMappings = 0;	/* owned and retired */
+static int	NvmNumMappings = 0; /* owned and retired */
 
 /* the read-only mappings (owned and retired) by address, for the views */
 static NvmMapping **NvmByAddr = NULL;
@@ -340,6 +384,10 @@ static void
 nvm_unmap_mapping(NvmMapping *m)
 {
 	Assert(m->views == 0);
+	/* libpmem2 forgets the range (it never unmaps what it did not map) */
+	if (m->pmap != NULL && pmem2_map_delete(&m->pmap) != 0)
+		elog(WARNING, "could not release libpmem2 mapping: %s",
+			 pmem2_errormsg());
 	if (munmap(m->addr, NVM_SEGMENT_BYTES) != 0)
 		elog(WARNING, "could not unmap relation segment: %m");
 	if (m->readonly)
@@ -397,6 +445,117 @@ nvm_evict(int target)
 }
 
 /*
+ * nvm_pmem_granularity -- the store granularity libpmem2 finds for the file
+ * open as fd (a mapping of its first block: MAP_SYNC, eADR and the
+ * PMEM2_FORCE_GRANULARITY override are its business), or -1 if it cannot
+ * map the file.  The file must have at least one block.
+ */
+static int
+nvm_pmem_granularity(int fd)
+{
+	struct pmem2_config *cfg;
+	struct pmem2_source *src;
+	struct pmem2_map *map;
+	int			gran = -1;
+
+	if (pmem2_config_new(&cfg) != 0)
+		return -1;
+	if (pmem2_source_from_fd(&src, fd) == 0)
+	{
+		if (pmem2_config_set_required_store_granularity(cfg, PMEM2_GRANULARITY_PAGE) == 0 &&
+			pmem2_config_set_length(cfg, BLCKSZ) == 0 &&
+			pmem2_map_new(&map, cfg, src) == 0)
+		{
+			gran = (int) pmem2_map_get_store_granularity(map);
+			(void) pmem2_map_delete(&map);
+		}
+		(void) pmem2_source_delete(&src);
+	}
+	(void) pmem2_config_delete(&cfg);
+	return gran;
+}
+
+/*
+ * nvm_pmem_granularity_name -- for messages
+ */
+static const char *
+nvm_pmem_granularity_name(int gran)
+{
+	switch (gran)
+	{
+		case PMEM2_GRANULARITY_BYTE:
+			return "byte";
+		case PMEM2_GRANULARITY_CACHE_LINE:
+			return "cache-line";
+		case PMEM2_GRANULARITY_PAGE:
+			return "page";
+	}
+	return "unknown";
+}
+
+/*
+ * nvm_mmap -- mmap() a segment's full span.  Read-write mappings whose
+ * writes we persist ourselves ask for MAP_SYNC first (a DAX file system then
+ * keeps the file's metadata durable at every page fault, so that flushing
+ * the cache lines of a store is enough); elsewhere MAP_SYNC is refused and a
+ * plain shared mapping is made.
+ */
+static void *
+nvm_mmap(int fd, bool readonly, bool persists, bool *map_sync)
+{
+	void	   *addr;
+
+	*map_sync = false;
+	if (persists)
+	{
+		addr = mmap(NULL, NVM_SEGMENT_BYTES, PROT_READ | PROT_WRITE,
+					MAP_SHARED_VALIDATE | MAP_SYNC, fd, 0);
+		if (addr != MAP_FAILED)
+			*map_sync = true;
+		if (addr != MAP_FAILED || (errno != EOPNOTSUPP && errno != EINVAL))
+			return addr;
+	}
+	return mmap(NULL, NVM_SEGMENT_BYTES,
+				readonly ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED,
+				fd, 0);
+}
+
+/*
+ * nvm_persist_setup -- decide how writes through the new read-write mapping
+ * m of the file open as fd are persisted (nvm_data_persist = pmem): at cache
+ * line or byte granularity through libpmem2's view of our mapping, else
+ * (page granularity, or libpmem2 cannot tell) with msync().
+ *
+ * libpmem2 reports cache-line granularity for any file when
+ * PMEM2_FORCE_GRANULARITY says so.  Cache flushes make a store durable only
+ * through a MAP_SYNC mapping (DAX); on any other mapping (tmpfs for the
+ * emulation, or a disk file system by mistake) they are then done for their
+ * cost alone, and the block is also registered for the checkpoint's fsync,
+ * which is what keeps it durable there.
+ */
+static void
+nvm_persist_setup(NvmMapping *m, int fd, bool map_sync)
+{
+	int			gran = nvm_pmem_granularity(fd);
+	struct pmem2_source *src;
+
+	m->persists = true;
+	if (gran != PMEM2_GRANULARITY_CACHE_LINE && gran != PMEM2_GRANULARITY_BYTE)
+		return;
+	if (pmem2_source_from_fd(&src, fd) != 0)
+		return;
+	if (pmem2_map_from_existing(&m->pmap, src, m->addr, NVM_SEGMENT_BYTES,
+								(enum pmem2_granularity) gran) == 0)
+	{
+		m->persist_fn = pmem2_get_persist_fn(m->pmap);
+		m->also_fsync = !map_sync;
+	}
+	else
+		m->pmap = NULL;
+	(void) pmem2_source_delete(&src);
+}
+
+/*
  * nvm_map_segment -- map the segment segno of reln's main fork into this
  * process, read-write for copies or read-only for redirected buffers, and
  * remember it in reln.  NULL if the segment cannot be mapped (the caller
@@ -419,6 +578,9 @@ nvm_map_segment(SMgrRelation reln, BlockNumber segno, bool skipFsync,
 	struct stat st;
 	void	   *addr;
 	NvmMapping *m;
+	bool		persists = !readonly &&
+		nvm_data_persist == NVM_DATA_PERSIST_PMEM;
+	bool		map_sync;
 
 	nvm_fault_init();
 
@@ -459,15 +621,11 @@ nvm_map_segment(SMgrRelation reln, BlockNumber segno, bool skipFsync,
 		errno = ENOMEM;
 	}
 	else
-		addr = mmap(NULL, NVM_SEGMENT_BYTES,
-					readonly ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED,
-					fd, 0);
+		addr = nvm_mmap(fd, readonly, persists, &map_sync);
 	if (addr == MAP_FAILED && NvmNumMappings > 0 && !nvm_debug_fail_mappings)
 	{
 		nvm_evict(0);
-		addr = mmap(NULL, NVM_SEGMENT_BYTES,
-					readonly ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED,
-					fd, 0);
+		addr = nvm_mmap(fd, readonly, persists, &map_sync);
 	}
 	if (addr == MAP_FAILED)
 	{
@@ -491,6 +649,8 @@ nvm_map_segment(SMgrRelation reln, BlockNumber segno, bool skipFsync,
 	m->segno = segno;
 	m->readonly = readonly;
 	m->addr = (char *) addr;
+	if (persists)
+		nvm_persist_setup(m, fd, map_sync);
 	dlist_push_head(&NvmLru, &m->node);
 	NvmNumMappings++;
 	if (readonly)
@@ -532,11 +692,14 @@ nvm_segment(SMgrRelation reln, BlockNumber segno, bool skipFsync,
  * mapping of its segment (NULL if it cannot be mapped).
  */
 static inline char *
-nvm_block_address(SMgrRelation reln, BlockNumber blocknum, bool skipFsync)
+nvm_block_address(SMgrRelation reln, BlockNumber blocknum, bool skipFsync,
+				  NvmMapping **mapping)
 {
 	NvmMapping *m = nvm_segment(reln, blocknum / ((BlockNumber) RELSEG_SIZE),
 								skipFsync, false);
 
+	if (mapping)
+		*mapping = m;
 	if (m == NULL)
 		return NULL;
 	return m->addr + (size_t) BLCKSZ * (blocknum % ((BlockNumber) RELSEG_SIZE));
@@ -674,6 +837,86 @@ nvm_let_go_from(SMgrRelation reln, int first)
 }
 
 /*
+ * nvm_init -- smgr_init: at each server start (the startup process, or a
+ * single-user backend), check nvm_data_persist.
+ *
+ * nvm_data_persist = pmem needs an engine that writes through mappings: with
+ * base it would silently do nothing, so it is a FATAL.  Otherwise a probe
+ * file in base/ (the default tablespace) is mapped with libpmem2, and the
+ * granularity it gives is logged (one LOG line), or the reason it cannot be
+ * mapped is a FATAL naming the directory, before any block is written.
+ * Tablespaces elsewhere get what their own file system gives: each
+ * read-write mapping asks for itself (nvm_persist_setup()).
+ */
+void
+nvm_init(void)
+{
+	char		path[MAXPGPATH];
+	const char *forced = getenv("PMEM2_FORCE_GRANULARITY");
+	int			fd;
+	int			gran;
+	bool		map_sync = false;
+
+	if (IsUnderPostmaster && MyBackendType != B_STARTUP)
+		return;
+	if (nvm_data_persist != NVM_DATA_PERSIST_PMEM)
+		return;
+	if (nvm_storage_engine == NVM_ENGINE_BASE)
+		ereport(FATAL,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"nvm_data_persist\" = pmem requires \"nvm_storage_engine\" se1 or se2"),
+				 errdetail("With nvm_storage_engine = base, relation blocks are written with write() and made durable by the checkpoint's fsync."),
+				 errhint("Set \"nvm_storage_engine\" to se1 or se2, or \"nvm_data_persist\" to fsync.")));
+
+	/* one name: a probe left by a killed start is removed by the next */
+	snprintf(path, sizeof(path), "base/pgnvm_persist_probe");
+	(void) unlink(path);
+	fd = BasicOpenFilePerm(path, O_RDWR | O_CREAT | O_EXCL | PG_BINARY,
+						   pg_file_create_mode);
+	if (fd < 0)
+		ereport(FATAL,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", path)));
+	if (pg_pwrite_zeros(fd, BLCKSZ, 0) < 0)
+	{
+		int			save_errno = errno;
+
+		close(fd);
+		(void) unlink(path);
+		errno = save_errno;
+		ereport(FATAL,
+				(errcode_for_file_access(),
+				 errmsg("could not write to file \"%s\": %m", path)));
+	}
+	gran = nvm_pmem_granularity(fd);
+	if (gran == PMEM2_GRANULARITY_CACHE_LINE || gran == PMEM2_GRANULARITY_BYTE)
+	{
+		/* would our mappings get MAP_SYNC here?  (see nvm_persist_setup) */
+		void	   *addr = nvm_mmap(fd, false, true, &map_sync);
+
+		if (addr != MAP_FAILED)
+			(void) munmap(addr, NVM_SEGMENT_BYTES);
+	}
+	close(fd);
+	(void) unlink(path);
+	if (gran < 0)
+		ereport(FATAL,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("\"nvm_data_persist\" = pmem: relation files in directory \"%s/base\" cannot be mapped with libpmem2: %s",
+						DataDir, pmem2_errormsg()),
+				 errhint("Put the data directory on a file system that supports shared writable memory mappings, or set \"nvm_data_persist\" to fsync.")));
+	ereport(LOG,
+			(errmsg("nvm_data_persist = pmem: relation blocks in \"%s/base\" are persisted when written, at %s granularity (%s)%s%s",
+					DataDir, nvm_pmem_granularity_name(gran),
+					gran == PMEM2_GRANULARITY_PAGE ? "msync()" :
+					gran == PMEM2_GRANULARITY_CACHE_LINE ? "cache-line flushes and a fence" :
+					"a fence",
+					forced ? psprintf(", forced by PMEM2_FORCE_GRANULARITY=%s", forced) : "",
+					gran != PMEM2_GRANULARITY_PAGE && !map_sync ?
+					"; not a MAP_SYNC mapping, so checkpoints still fsync them" : "")));
+}
+
+/*
  * nvm_open -- initialize a newly opened relation: no mappings yet.
  */
 void
@@ -722,7 +965,7 @@ nvm_readv(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 	{
 		BlockNumber nthis = Min(nblocks,
 								RELSEG_SIZE - blocknum % ((BlockNumber) RELSEG_SIZE));
-		char	   *src = nvm_block_address(reln, blocknum, false);
+		char	   *src = nvm_block_address(reln, blocknum, false, NULL);
 
 		if (src == NULL)
 		{
@@ -820,7 +1063,7 @@ nvm_startreadv(PgAioHandle *ioh,
 		}
 		pgaio_io_set_flag(ioh, PGAIO_HF_IN_PLACE);
 	}
-	else if ((src = nvm_block_address(reln, blocknum, false)) != NULL)
+	else if ((src = nvm_block_address(reln, blocknum, false, NULL)) != NULL)
 	{
 		pgstat_report_wait_start(WAIT_EVENT_DATA_FILE_READ);
 		done = nvm_copy_from_mapping(buffers, src, nblocks);
@@ -849,14 +1092,66 @@ nvm_startreadv(PgAioHandle *ioh,
 }
 
 /*
+ * nvm_persist_blocks -- make nblocks blocks just copied to dst, in the
+ * read-write mapping m, durable (nvm_data_persist = pmem).
+ *
+ * A failed msync() means the kernel could not write the pages back and may
+ * already consider them clean: as for a failed fsync() at a checkpoint, the
+ * only safe answer is data_sync_elevel() (PANIC unless data_sync_retry), so
+ * that recovery replays the WAL that still describes these blocks.
+ */
+static void
+nvm_persist_blocks(SMgrRelation reln, NvmMapping *m, char *dst,
+				   BlockNumber blocknum, BlockNumber nblocks)
+{
+	size_t		len = (size_t) nblocks * BLCKSZ;
+
+	Assert(m->persists && !m->readonly);
+	if (!enableFsync)
+		return;					/* fsync = off: as the checkpoint's fsync */
+	pgstat_report_wait_start(WAIT_EVENT_DATA_FILE_SYNC);
+	if (m->persist_fn != NULL)
+		m->persist_fn(dst, len);
+	else
+	{
+		/* msync() wants a page-aligned start (OS pages may exceed BLCKSZ) */
+		size_t		pagesize = nvm_os_page_size();
+		char	   *start = (char *) TYPEALIGN_DOWN(pagesize, dst);
+
+		if (msync(start, len + (dst - start), MS_SYNC) != 0)
+		{
+			/* no file access here: it could fail and hide this error */
+			RelPathStr	path = relpathperm(reln->smgr_rlocator.locator,
+										   MAIN_FORKNUM);
+			BlockNumber segno = blocknum / ((BlockNumber) RELSEG_SIZE);
+			int			save_errno = errno;
+
+			pgstat_report_wait_end();
+			errno = save_errno;
+			ereport(data_sync_elevel(ERROR),
+					(errcode_for_file_access(),
+					 errmsg("could not persist blocks %u to %u of file \"%s%s\": %m",
+							blocknum % ((BlockNumber) RELSEG_SIZE),
+							blocknum % ((BlockNumber) RELSEG_SIZE) + nblocks - 1,
+							path.str,
+							segno > 0 ? psprintf(".%u", segno) : "")));
+			return;
+		}
+	}
+	pgstat_report_wait_end();
+	MyNvmStats->persisted_writes += nblocks;
+}
+
+/*
  * nvm_writev -- write blocks back: copy them into the mapping.
  *
  * Only existing blocks are written here (extension is md.c's, and reserves
  * the space), so the copy cannot need new space on the device; should it
  * fault nevertheless (a file with holes on a full file system, a file cut
  * short behind our back), the rest is written with mdwritev(), which
- * reports the error as stock PostgreSQL does.  Then the segment is
- * registered for fsync at the next checkpoint, as mdwritev() does.
+ * reports the error as stock PostgreSQL does.  Then the blocks are made
+ * durable (nvm_data_persist = pmem) or the segment is registered for fsync
+ * at the next checkpoint, as mdwritev() does.
  */
 void
 nvm_writev(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
@@ -875,12 +1170,13 @@ nvm_writev(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 		BlockNumber nthis = Min(nblocks,
 								RELSEG_SIZE - blocknum % ((BlockNumber) RELSEG_SIZE));
 		char	   *dst;
+		NvmMapping *m;
 		BlockNumber done;
 
 		if (nthis != nblocks)
 			elog(ERROR, "write crosses segment boundary");
 
-		dst = nvm_block_address(reln, blocknum, skipFsync);
+		dst = nvm_block_address(reln, blocknum, skipFsync, &m);
 
 		if (dst == NULL)
 		{
@@ -898,6 +1194,8 @@ nvm_writev(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 			MyNvmStats->mapped_writes += done;
 		}
 
+		if (done > 0 && !skipFsync && m->persists)
+			nvm_persist_blocks(reln, m, dst, blocknum, done);
 		if (done < nthis)
 		{
 			/* write() can fail: the write ends either way */
@@ -913,7 +1211,7 @@ nvm_writev(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 			}
 			PG_END_TRY();
 		}
-		else if (!skipFsync)
+		else if (!skipFsync && (!m->persists || m->also_fsync))
 			mdregisterdirty(reln, forknum, blocknum);
 
 		nblocks -= nthis;

@@ -1,0 +1,189 @@
+"""``./pgnvm oltp``: registered by bench/cli.py through ``register(subparsers)``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from bench.core import configs
+from bench.oltp import plan, settings, workloads
+
+DESCRIPTION = """\
+Run YCSB core workloads (A 50/50 read/update, B 95/5, C read only, F read-modify-write on
+YCSB's usertable, ~1 KB rows) and TPC-B (pgbench's built-in) through pgbench over the storage
+configurations, with durable commits (fsync, synchronous_commit and full_page_writes on), and
+paper 003's anti-caching experiment (YCSB-A as shared_buffers shrinks relative to the data).
+Writes results/<timestamp>-oltp/ (runs.jsonl, per-second CSVs, per-transaction logs,
+report.md, report.html, charts). Does its own set-up: release build, one cluster per storage
+and data size (oltp-r<records>-nvm, oltp-r<records>-disk; loaded once, reused).
+
+Defaults are sized for a 2-core VM (about 25 min, plus about 1.5 min for the one-off load):
+YCSB-A zipfian at 1 and 8 clients, and the memory ratios 1/2 and 1/128 at 8 clients, over
+disk_base, nvm_base_worker, nvm_base_walpmem_cl, nvm_se1, nvm_se2, 60 s per point after a
+10 s warm-up. The full
+matrix: --workloads all --clients 1,2,4,8 --memory-ratios 1/2,1/8,1/32,1/128 --repeat 3
+(about 7 h)."""
+
+EPILOG = """\
+Emulated persistent memory: nvm storage is a tmpfs (DRAM); the report says so.
+Exit status: 0, 1 if a point failed, 2 on bad options (nothing run), 130 on Ctrl-C (the
+finished points are kept and reported)."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "oltp",
+        help="run the OLTP benchmark (YCSB, TPC-B via pgbench) over the storage configurations",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--records",
+        type=int,
+        default=settings.DEFAULT_RECORDS,
+        metavar="N",
+        help=f"usertable rows (default {settings.DEFAULT_RECORDS:,}: ~2.7 GB, "
+        ">= 8x shared_buffers); TPC-B is loaded at the scale of the same size",
+    )
+    p.add_argument(
+        "--clients",
+        default=",".join(map(str, settings.DEFAULT_CLIENTS)),
+        metavar="LIST",
+        help="pgbench clients per point, e.g. 1,2,4,8 (default: %(default)s)",
+    )
+    p.add_argument(
+        "--workloads",
+        default=",".join(settings.DEFAULT_WORKLOADS),
+        metavar="LIST",
+        help=f"of {','.join(workloads.WORKLOADS)} or all (default: %(default)s); '' with "
+        "--memory-ratios for the memory experiment alone",
+    )
+    p.add_argument(
+        "--distribution",
+        default=settings.DEFAULT_DISTRIBUTION,
+        choices=tuple(workloads.DISTRIBUTIONS),
+        help="YCSB key choice: zipfian (scrambled, s=1.001: pgbench's closest to YCSB's "
+        "θ=0.99) or uniform (default: %(default)s)",
+    )
+    p.add_argument(
+        "--duration",
+        type=float,
+        default=settings.DEFAULT_DURATION,
+        metavar="SEC",
+        help="measured seconds per point (default: %(default)s)",
+    )
+    p.add_argument(
+        "--warmup",
+        type=float,
+        default=settings.DEFAULT_WARMUP,
+        metavar="SEC",
+        help="seconds of the same workload before each measured run (default: %(default)s)",
+    )
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=settings.DEFAULT_REPEAT,
+        metavar="N",
+        help="repetitions of every point (default: %(default)s; spread is also given per second)",
+    )
+    p.add_argument(
+        "--memory-ratios",
+        default=",".join(settings.DEFAULT_MEMORY_RATIOS),
+        metavar="LIST",
+        help="anti-caching experiment: shared_buffers as fractions of the data, e.g. "
+        "1/2,1/8,1/32,1/128; YCSB-A at the largest --clients; 'none' to skip "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--configs",
+        default=None,
+        metavar="LIST",
+        help=f"configurations (default: {','.join(settings.default_configs())}); "
+        "see --list-configs",
+    )
+    p.add_argument(
+        "--shared-buffers",
+        default=settings.DEFAULT_SHARED_BUFFERS,
+        metavar="SIZE",
+        help="shared_buffers of the main matrix (default: %(default)s)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="result directory (default: results/<timestamp>-oltp)",
+    )
+    p.add_argument(
+        "--port",
+        type=int,
+        default=settings.DEFAULT_PORT,
+        metavar="PORT",
+        help="port of the nvm cluster; disk uses PORT+1 (default: %(default)s)",
+    )
+    p.add_argument(
+        "--no-build", action="store_true", help="use the installed release build as it is"
+    )
+    p.add_argument("--list-configs", action="store_true", help="list the configurations and exit")
+    p.set_defaults(func=_cmd)
+
+
+def options(args: argparse.Namespace) -> plan.Options:
+    """The plan's options from the command line (raises :class:`plan.PlanError`)."""
+    cfgs = [t.strip() for t in args.configs.split(",") if t.strip()] if args.configs else None
+    o = plan.Options(
+        records=args.records,
+        clients=plan.parse_int_list(args.clients, "--clients"),
+        workloads=plan.parse_workloads(args.workloads) if args.workloads.strip() else [],
+        distribution=args.distribution,
+        duration=args.duration,
+        warmup=args.warmup,
+        repeat=args.repeat,
+        memory_ratios=plan.parse_ratios(args.memory_ratios),
+        configs=cfgs,
+        shared_buffers=args.shared_buffers,
+        out=args.out,
+        build=not args.no_build,
+        port=args.port,
+        prefix=os.environ.get("PGNVM_OLTP_CLUSTER_PREFIX") or settings.DEFAULT_PREFIX,
+    )
+    plan.check(o)
+    return o
+
+
+def _cmd(args: argparse.Namespace) -> int:
+    if args.list_configs:
+        return _list_configs(args)
+    try:
+        o = options(args)
+    except plan.PlanError as e:
+        print(f"pgnvm oltp: {e}", file=sys.stderr)
+        return 2
+    from bench.oltp import runner
+
+    return runner.run(o)
+
+
+def _list_configs(args: argparse.Namespace) -> int:
+    from bench.core import paths
+
+    common = settings.common_settings(args.shared_buffers)
+    bindir = paths.install_dir("release") / "bin"
+    verdicts = None
+    if (bindir / "postgres").is_file():
+        verdicts = configs.availability(bindir, configs.CONFIGS, common)
+    not_for = dict(plan.NOT_FOR_OLTP)
+    for c in configs.CONFIGS:
+        why = settings.not_durable(c)
+        if why:
+            not_for[c.name] = why
+    for line in configs.listing(settings.default_configs(), verdicts, common, not_for):
+        print(line)
+    print(
+        "durable (always, after the above): "
+        + ", ".join(f"{k}={v}" for k, v in settings.DURABLE.items())
+    )
+    return 0

@@ -1,0 +1,232 @@
+"""The options of ``./pgnvm oltp``, checked before anything runs, and the list of points
+they make.
+
+A point is one measured pgbench run: (configuration, workload, distribution, clients,
+repetition) at the common shared_buffers (the main matrix), or (configuration, memory ratio,
+repetition) for the anti-caching experiment: YCSB-A at the largest client count with
+shared_buffers = ratio × the size of ``usertable`` (table + index). Order: for each
+repetition, for each point of the main matrix and then of the memory experiment, every
+configuration in turn (configurations interleave, so drift of the machine hits all alike).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+from bench.core import configs, results
+from bench.oltp import settings, workloads
+
+#: catalogue configurations this job cannot run, and why
+NOT_FOR_OLTP: dict[str, str] = {
+    configs.CEILING: "its whole-database buffer pool is what the memory-ratio experiment "
+    "varies (--memory-ratios 1/1 is the same point without the prewarm)",
+}
+MIN_SHARED_BUFFERS_MB = 2
+MIN_RECORDS = 1000
+
+
+class PlanError(ValueError):
+    """Bad options: said before anything is built, loaded or started."""
+
+
+@dataclass(frozen=True)
+class Point:
+    config: str
+    workload: str
+    distribution: str
+    clients: int
+    rep: int
+    ratio: str | None = None  # memory experiment: "1/8" (shared_buffers / data), else None
+
+    @property
+    def key(self) -> str:
+        """Identifies the point without the repetition (the report's cell)."""
+        mem = f"-mem{self.ratio.replace('/', 'of')}" if self.ratio else ""
+        dist = self.distribution if workloads.WORKLOADS[self.workload].ycsb else "builtin"
+        return f"{self.config}-{self.workload}-{dist}-c{self.clients}{mem}"
+
+    @property
+    def label(self) -> str:
+        mem = f" sb={self.ratio} of data" if self.ratio else ""
+        w = workloads.WORKLOADS[self.workload]
+        dist = self.distribution if w.ycsb else "built-in"
+        return f"{self.config} {w.title.split(' ')[0]} {dist} {self.clients}c{mem} run {self.rep}"
+
+
+@dataclass
+class Options:
+    records: int = settings.DEFAULT_RECORDS
+    clients: list[int] = field(default_factory=lambda: list(settings.DEFAULT_CLIENTS))
+    workloads: list[str] = field(default_factory=lambda: list(settings.DEFAULT_WORKLOADS))
+    distribution: str = settings.DEFAULT_DISTRIBUTION
+    duration: float = settings.DEFAULT_DURATION
+    warmup: float = settings.DEFAULT_WARMUP
+    repeat: int = settings.DEFAULT_REPEAT
+    memory_ratios: list[str] = field(default_factory=lambda: list(settings.DEFAULT_MEMORY_RATIOS))
+    configs: list[str] | None = None
+    shared_buffers: str = settings.DEFAULT_SHARED_BUFFERS
+    out: Path | None = None
+    build: bool = True
+    port: int = settings.DEFAULT_PORT
+    prefix: str = settings.DEFAULT_PREFIX
+
+    @property
+    def config_names(self) -> list[str]:
+        return list(self.configs) if self.configs else list(settings.default_configs())
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def parse_int_list(text: str, what: str) -> list[int]:
+    out = []
+    for t in (x.strip() for x in text.split(",")):
+        if not t:
+            continue
+        if not t.isdigit() or int(t) < 1:
+            raise PlanError(f"{what}: {t!r} is not a positive integer")
+        out.append(int(t))
+    if not out:
+        raise PlanError(f"{what}: empty list")
+    return sorted(set(out))
+
+
+def parse_ratio(text: str) -> Fraction:
+    """'1/8' (or '0.125', '1') -> Fraction; must be in (0, 1]."""
+    t = text.strip()
+    try:
+        r = Fraction(t)
+    except (ValueError, ZeroDivisionError):
+        raise PlanError(f"--memory-ratios: {t!r} is not a ratio like 1/8") from None
+    if not 0 < r <= 1:
+        raise PlanError(f"--memory-ratios: {t} is not in (0, 1] (shared_buffers / data)")
+    return r
+
+
+def parse_ratios(text: str) -> list[str]:
+    """The ratios as written (largest first); '' or 'none': no memory experiment."""
+    if text.strip().lower() in ("", "none", "off"):
+        return []
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    seen: dict[Fraction, str] = {}
+    for t in items:
+        seen.setdefault(parse_ratio(t), t)
+    return [seen[r] for r in sorted(seen, reverse=True)]
+
+
+def parse_workloads(text: str) -> list[str]:
+    items = [t.strip().lower().removeprefix("ycsb-") for t in text.split(",") if t.strip()]
+    if items == ["all"]:
+        return list(workloads.WORKLOADS)
+    bad = [t for t in items if t not in workloads.WORKLOADS]
+    if bad or not items:
+        raise PlanError(
+            f"--workloads: unknown {', '.join(bad) or '(empty)'} "
+            f"(known: {', '.join(workloads.WORKLOADS)}, or all)"
+        )
+    return list(dict.fromkeys(items))
+
+
+_SIZE = re.compile(r"^\s*(\d+)\s*(kB|MB|GB|TB)?\s*$", re.IGNORECASE)
+_UNIT_MB = {"kb": 1 / 1024, "mb": 1, "gb": 1024, "tb": 1024 * 1024}
+
+
+def size_mb(text: str) -> float:
+    """A PostgreSQL size ('128MB', '1GB', '16384kB'; a bare number is 8 kB blocks) in MB."""
+    m = _SIZE.match(text)
+    if not m:
+        raise PlanError(f"bad size {text!r} (e.g. 128MB, 1GB)")
+    unit = (m.group(2) or "").lower()
+    n = int(m.group(1))
+    return n * 8 / 1024 if not unit else n * _UNIT_MB[unit]
+
+
+def ratio_shared_buffers(ratio: str, data_bytes: int) -> str:
+    """shared_buffers for a memory ratio of the data (whole MB, at least 2 MB)."""
+    mb = int(data_bytes * parse_ratio(ratio) / (1 << 20))
+    return f"{max(MIN_SHARED_BUFFERS_MB, mb)}MB"
+
+
+# --------------------------------------------------------------------------- checking
+
+
+def check(o: Options) -> list[configs.Config]:
+    """Every option that can be checked without the build: raises :class:`PlanError` with
+    the reason. Returns the configurations (catalogue order)."""
+    if o.records < MIN_RECORDS:
+        raise PlanError(f"--records: at least {MIN_RECORDS}")
+    if o.distribution not in workloads.DISTRIBUTIONS:
+        raise PlanError(
+            f"--distribution: {o.distribution!r} (one of {', '.join(workloads.DISTRIBUTIONS)})"
+        )
+    if o.duration < 1:
+        raise PlanError("--duration: at least 1 second")
+    if o.warmup < 0:
+        raise PlanError("--warmup: not negative")
+    if o.repeat < 1:
+        raise PlanError("--repeat: at least 1")
+    if not o.clients or min(o.clients) < 1 or max(o.clients) > 90:
+        raise PlanError("--clients: between 1 and 90 (max_connections is 100)")
+    for w in o.workloads:
+        if w not in workloads.WORKLOADS:
+            raise PlanError(f"--workloads: unknown {w!r}")
+    for r in o.memory_ratios:
+        parse_ratio(r)
+    if size_mb(o.shared_buffers) < MIN_SHARED_BUFFERS_MB:
+        raise PlanError(f"--shared-buffers: at least {MIN_SHARED_BUFFERS_MB}MB")
+    if not o.workloads and not o.memory_ratios:
+        raise PlanError("nothing to run: no --workloads and no --memory-ratios")
+    why = results.unused_out(o.out)
+    if why:
+        raise PlanError(why)
+    excluded = dict(NOT_FOR_OLTP)
+    for c in configs.CONFIGS:
+        why = settings.not_durable(c)
+        if why:
+            excluded[c.name] = why
+    try:
+        chosen = configs.resolve(o.config_names, catalogue_order=True, excluded=excluded)
+    except ValueError as e:
+        raise PlanError(f"--configs: {e}") from None
+    return chosen
+
+
+def data_bytes_estimate(records: int) -> int:
+    return records * settings.ROW_BYTES
+
+
+def size_warning(o: Options) -> str | None:
+    """A notice when the data is smaller than 8x shared_buffers (the issue's minimum)."""
+    data_mb = data_bytes_estimate(o.records) / (1 << 20)
+    sb = size_mb(o.shared_buffers)
+    if data_mb < 8 * sb:
+        return (
+            f"--records {o.records} is ~{data_mb:.0f} MB, less than 8x shared_buffers "
+            f"({o.shared_buffers}): the main matrix runs mostly in the buffer pool"
+        )
+    return None
+
+
+def points(o: Options, names: list[str]) -> list[Point]:
+    """Every measured point, in the order they run."""
+    out: list[Point] = []
+    top = max(o.clients)
+    for rep in range(1, o.repeat + 1):
+        for w in o.workloads:
+            for n in o.clients:
+                out += [Point(c, w, o.distribution, n, rep) for c in names]
+        for r in o.memory_ratios:
+            out += [
+                Point(c, workloads.MEMORY_WORKLOAD, o.distribution, top, rep, ratio=r)
+                for c in names
+            ]
+    return out
+
+
+def point_seconds(o: Options, overhead: float = 5.0) -> float:
+    """Expected wall-clock of one point: warm-up, measurement, restart/checkpoint/caches
+    (the default run of 2026-11-23: 24 points of 70 s in 29.5 min, ~4 s each around them)."""
+    return o.warmup + o.duration + overhead

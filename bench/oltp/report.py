@@ -1,0 +1,327 @@
+"""report.md, report.html, the charts and summary.json of a ``./pgnvm oltp`` run, from
+the raw records only (``runs.jsonl``): :func:`rebuild` rewrites a report from a result
+directory. :mod:`bench.oltp.cells` computes, :mod:`bench.oltp.charts` draws,
+:func:`document` says it as blocks (:mod:`bench.core.blocks` renders them as Markdown and
+HTML)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bench.core import blocks, results
+from bench.core.blocks import Block, fmt, ratio
+from bench.oltp import settings, workloads
+from bench.oltp.cells import CPU_GROUPS, Cell, cells, main_cell
+
+EMULATION_CAVEAT = (
+    "**Emulated persistent memory, not PMem.** `nvm` storage is a tmpfs, i.e. DRAM: reads "
+    "and writes run at DRAM speed and `fsync`/`fdatasync` of its files return at once, "
+    "because there is nothing to write back. What these numbers show is the cost of "
+    "PostgreSQL's software path on each engine with a zero-latency durable medium; real "
+    "PMem (Optane: ~3x DRAM read latency, lower write bandwidth, cache-line flushes to "
+    "persist) or CXL memory would be slower. `disk_base` runs on the VM's virtual disk, "
+    "where every commit's WAL flush is a real `fdatasync`."
+)
+
+WAL_PMEM_NOTE = (
+    "WAL through libpmem2 (`nvm_wal = pmem`): the store granularity libpmem2 chose, as the "
+    "server logged it at each start. On tmpfs libpmem2 finds *page* granularity: a commit's "
+    "persist is an `msync` of the written range, which writes nothing back on tmpfs. "
+    "*Cache line* (forced with `PMEM2_FORCE_GRANULARITY=CACHE_LINE`, the `_cl` "
+    "configurations) persists with cache-line flushes and a fence as on real PMem/DAX: "
+    "the instructions run, but they flush to DRAM, so PMem's write-back latency is not in "
+    "these numbers."
+)
+
+
+def _wal_pmem_granularity(records: list[dict[str, Any]]) -> dict[str, str]:
+    """Per configuration with nvm_wal = pmem: the granularities its starts logged."""
+    seen: dict[str, set[str]] = {}
+    for r in records:
+        w = r.get("wal_pmem")
+        if w:
+            text = w["granularity"] + (" (forced)" if w.get("forced") else "")
+            seen.setdefault(r["config"], set()).add(text)
+    return {k: ", ".join(sorted(v)) for k, v in seen.items()}
+
+
+def _main_cells(
+    cs: dict[str, Cell], cfgs: list[str], workload: str, clients: list[int]
+) -> list[tuple[str, int, Cell]]:
+    """(configuration, clients, cell) of the main matrix that ran, by clients, then config."""
+    out = []
+    for n in clients:
+        for cfg in cfgs:
+            c = main_cell(cs, cfg, workload, n)
+            if c is not None:
+                out.append((cfg, n, c))
+    return out
+
+
+def _tps_text(c: Cell | None) -> str:
+    if c is None or c.tps is None:
+        return "–"
+    lo, hi = c.second_spread
+    rng = c.tps_range
+    reps = f" [{rng[0]:.0f}–{rng[1]:.0f}]" if rng and len(c.recs) > 1 else ""
+    sec = f" (1 s: {lo:.0f}–{hi:.0f})" if lo is not None and hi is not None else ""
+    flag = "" if c.durable else " NOT DURABLE"
+    return f"{c.tps:.0f}{reps}{sec}{flag}"
+
+
+def document(
+    plan: dict[str, Any], env: dict[str, Any], records: list[dict[str, Any]], charts: list[str]
+) -> list[Block]:
+    cs = cells(records)
+    cfgs = [c["name"] for c in plan["configs"]]
+    clients = plan["clients"]
+    wls = list(plan["workloads"])
+    b: list[Block] = [("h1", f"OLTP: YCSB / TPC-B through pgbench, {plan['records']:,} records")]
+    if env.get("interrupted"):
+        b.append(("p", "**Interrupted**: only the points that finished are reported."))
+    b.append(("p", EMULATION_CAVEAT))
+    b.append(
+        (
+            "p",
+            f"Key distribution: **{plan['distribution_detail']}**. Durability: every "
+            "configuration runs with "
+            + ", ".join(f"`{k}={v}`" for k, v in plan["durable_settings"].items())
+            + " (the server's `SHOW` checked at each start; a point where it differed is "
+            "marked NOT DURABLE). Each point: restart (cold buffer pool; disk: OS page cache "
+            f"dropped), CHECKPOINT, {plan['warmup_s']:.0f} s warm-up, {plan['duration_s']:.0f} s "
+            f"measured, {plan['repeat']} repetition(s); shared_buffers {plan['shared_buffers']}, "
+            f"data (usertable + key index) {_gb(env)}; pgbench -M prepared, "
+            f"--random-seed {plan['random_seed']}.",
+        )
+    )
+    b.append(("table", ["workload", "what ran"], [[w, d] for w, d in plan["workloads"].items()]))
+    gran = _wal_pmem_granularity(records)
+    if gran:
+        b.append(
+            (
+                "p",
+                WAL_PMEM_NOTE + " Here: " + "; ".join(f"`{k}` {v}" for k, v in gran.items()) + ".",
+            )
+        )
+    if plan.get("unavailable"):
+        b.append(
+            (
+                "p",
+                "Not available: " + "; ".join(f"{k}: {v}" for k, v in plan["unavailable"].items()),
+            )
+        )
+    failed = [r for r in records if r.get("status") != "ok"]
+    if failed:
+        b.append(
+            (
+                "p",
+                f"**{len(failed)} point(s) failed**: "
+                + "; ".join(f"{r['key']} run {r['rep']}: {r.get('error')}" for r in failed[:10]),
+            )
+        )
+    for img in charts:
+        b.append(("img", img, img.removesuffix(".png").replace("_", " ")))
+    # throughput
+    for w in wls:
+        b.append(("h2", f"{workloads.WORKLOADS[w].title}: throughput [transactions/s]"))
+        b.append(
+            (
+                "p",
+                "Median over the repetitions [min–max of the repetitions], (1 s: p5–p95 of the "
+                "per-second throughput). A YCSB transaction is one operation (read, update or "
+                "read-modify-write).",
+            )
+        )
+        rows = [[cfg] + [_tps_text(main_cell(cs, cfg, w, n)) for n in clients] for cfg in cfgs]
+        b.append(("table", ["configuration"] + [f"{n} client(s)" for n in clients], rows))
+        rows = []
+        for cfg in cfgs:
+            row = [cfg]
+            for n in clients:
+                c = main_cell(cs, cfg, w, n)
+                d = main_cell(cs, settings.DISK, w, n)
+                base = main_cell(cs, settings.BASELINE, w, n)
+                row.append(f"{ratio(_div(c, d))} / {ratio(_div(c, base))}")
+            rows.append(row)
+        b.append(("p", f"Throughput × `{settings.DISK}` / × `{settings.BASELINE}`:"))
+        b.append(("table", ["configuration"] + [f"{n} client(s)" for n in clients], rows))
+        b.append(("p", "Latency [ms] (median of the repetitions' percentiles; max: of all):"))
+        rows = []
+        for cfg, n, c in _main_cells(cs, cfgs, w, clients):
+            ops = " ".join(
+                f"{op} p99 {fmt(c.op_latency(op, 'p99_ms'), 2)}"
+                for op, _ in workloads.WORKLOADS[w].mix
+                if len(workloads.WORKLOADS[w].mix) > 1
+            )
+            rows.append(
+                [cfg, n]
+                + [fmt(c.latency(k), 3) for k in ("p50_ms", "p95_ms", "p99_ms", "max_ms")]
+                + [ops or "–"]
+            )
+        b.append(
+            (
+                "table",
+                ["configuration", "clients", "p50", "p95", "p99", "max", "per operation"],
+                rows,
+            )
+        )
+        b.append(
+            (
+                "p",
+                "WAL, checkpoints, buffer hits and CPU per transaction (µs; server processes "
+                "by backend type, pgbench the client):",
+            )
+        )
+        rows = []
+        for cfg, n, c in _main_cells(cs, cfgs, w, clients):
+            cpu = c.cpu_us_per_txn()
+            rows.append(
+                [cfg, n, fmt(c.wal_per_txn, 0), fmt(c.checkpoints, 0), _pct(c.hit_ratio)]
+                + [fmt(cpu.get(g), 1) for g in (*CPU_GROUPS, "other server", "pgbench")]
+            )
+        b.append(
+            (
+                "table",
+                [
+                    "configuration",
+                    "clients",
+                    "WAL B/txn",
+                    "checkpoints",
+                    "buffer hit",
+                    "backends",
+                    "walwriter",
+                    "checkpointer",
+                    "bgwriter",
+                    "io workers",
+                    "other",
+                    "pgbench",
+                ],
+                rows,
+            )
+        )
+    # memory ratio
+    mem = [c for c in cs.values() if c.ratio]
+    if mem:
+        b.append(("h2", "Anti-caching: YCSB-A as the buffer pool shrinks (paper 003)"))
+        ratios = list(plan["memory_ratios"])
+        b.append(
+            (
+                "p",
+                f"YCSB-A, {plan['distribution']}, {plan['memory_clients']} clients, "
+                "shared_buffers = ratio × data ("
+                + ", ".join(f"{r}: {sb}" for r, sb in plan["memory_ratios"].items())
+                + f"); the main matrix's point at {plan['shared_buffers']} is the column "
+                "'main'. Throughput [tps] (buffer hit ratio).",
+            )
+        )
+        rows = []
+        for cfg in cfgs:
+            row = [cfg]
+            for r in ratios:
+                c = next((x for x in mem if x.config == cfg and x.ratio == r), None)
+                row.append(f"{_tps_text(c)} ({_pct(c.hit_ratio if c else None)})")
+            mc = main_cell(cs, cfg, workloads.MEMORY_WORKLOAD, plan["memory_clients"])
+            row.append(f"{_tps_text(mc)} ({_pct(mc.hit_ratio if mc else None)})")
+            rows.append(row)
+        b.append(("table", ["configuration", *ratios, f"main ({plan['shared_buffers']})"], rows))
+    b.append(("h2", "Environment"))
+    b.append(
+        (
+            "table",
+            ["what", "value"],
+            [
+                [k, str(env.get(k))]
+                for k in (
+                    "cpu_model",
+                    "cpus",
+                    "memory",
+                    "kernel",
+                    "git_commit",
+                    "git_dirty",
+                    "pgbench",
+                    "clusters",
+                    "filesystems",
+                    "load",
+                    "tpcb_scale",
+                )
+                if k in env
+            ],
+        )
+    )
+    b.append(
+        (
+            "p",
+            "Raw: `runs.jsonl` (one record per point: pgbench's summary and command, latency "
+            "percentiles, per-second spread, pg_stat_wal / checkpointer / bgwriter / database "
+            "deltas, CPU per backend type), `per_second/*.csv` (throughput and latency per "
+            "second), `txlog/*.log.gz` (pgbench's per-transaction logs), `plan.json`, `env.json`.",
+        )
+    )
+    return b
+
+
+def _gb(env: dict[str, Any]) -> str:
+    sizes = env.get("data_bytes") or {}
+    return ", ".join(f"{s} {v / 1e9:.2f} GB" for s, v in sizes.items()) or "?"
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{x * 100:.1f}%"
+
+
+def _div(a: Cell | None, b: Cell | None) -> float | None:
+    if a is None or b is None or not a.tps or not b.tps:
+        return None
+    return a.tps / b.tps
+
+
+def summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+    out = {}
+    for k, c in cells(records).items():
+        out[k] = {
+            "config": c.config,
+            "workload": c.workload,
+            "distribution": c.distribution,
+            "clients": c.clients,
+            "ratio": c.ratio,
+            "shared_buffers": c.shared_buffers,
+            "reps": len(c.recs),
+            "tps_median": c.tps,
+            "tps_range": c.tps_range,
+            "tps_1s_p5_p95": c.second_spread,
+            "latency_ms": {k2: c.latency(k2) for k2 in ("p50_ms", "p95_ms", "p99_ms", "max_ms")},
+            "wal_bytes_per_txn": c.wal_per_txn,
+            "checkpoints": c.checkpoints,
+            "buffer_hit_ratio": c.hit_ratio,
+            "cpu_us_per_txn": c.cpu_us_per_txn(),
+            "durable": c.durable,
+        }
+    return out
+
+
+def write(
+    out: Path, plan: dict[str, Any], env: dict[str, Any], records: list[dict[str, Any]]
+) -> None:
+    from bench.oltp import charts
+
+    imgs = charts.draw(out, plan, cells(records))
+    doc = document(plan, env, records, imgs)
+    (out / "report.md").write_text(blocks.to_markdown(doc))
+    (out / "report.html").write_text(blocks.to_html(doc, "pgnvm oltp"))
+    results.write_json(out / "summary.json", summary(records))
+
+
+def load_records(out: Path) -> list[dict[str, Any]]:
+    path = out / "runs.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def rebuild(out: Path) -> None:
+    """Rewrite the report of a result directory from its raw files."""
+    plan = json.loads((out / "plan.json").read_text())
+    env = json.loads((out / "env.json").read_text())
+    write(out, plan, env, load_records(out))

@@ -1,0 +1,416 @@
+"""``./pgnvm oltp``: set-up, the measurement protocol, raw output, report.
+
+Protocol of one point (configuration C, workload W, clients N, repetition R; for the memory
+experiment also shared_buffers = ratio × data):
+
+1. The other storage target's server is stopped; C's settings (the job's common settings,
+   C's own, then fsync / synchronous_commit / full_page_writes = on) are written to the
+   target's ``pgnvm.conf`` and the server restarts: shared buffers are cold. The server's
+   ``SHOW`` of the three durability settings is recorded (``durable``).
+2. Data on disk: ``sync; echo 3 > /proc/sys/vm/drop_caches`` (the OS page cache is cold
+   too). Then ``CHECKPOINT``: every point starts right after a checkpoint, so each one
+   pays the same full-page writes.
+3. Warm-up: the same pgbench workload for ``--warmup`` seconds, nothing recorded.
+4. Snapshots: ``pg_current_wal_lsn()``, ``pg_stat_wal``, ``pg_stat_checkpointer``,
+   ``pg_stat_bgwriter``, ``pg_stat_database`` (this database), /proc of every server
+   process, this process's reaped-children CPU (pgbench's).
+5. The measured pgbench run, ``--duration`` seconds, per-transaction log. A sampler reads
+   /proc of the server's processes every 0.5 s meanwhile, so the CPU of pgbench's
+   connections (which exit with it) is seen per backend type (the last sample of an exited
+   process counts: at most 0.5 s of its CPU is lost).
+6. Snapshots again (after ``pg_stat_force_next_flush()`` and a second for the other
+   processes to flush); the log is parsed (latency percentiles per operation, per-second
+   throughput), written as ``per_second/<point>.csv`` and kept gzipped in ``txlog/``.
+
+Every point is appended to ``runs.jsonl`` at once; Ctrl-C stops the servers and still
+writes the report of the finished points.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import resource
+import subprocess
+import threading
+import time
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from bench.core import cluster as clu
+from bench.core import configs, counters, paths, procfs, results, servercpu, ui
+from bench.core.build import ensure_built
+from bench.core.configs import Config
+from bench.core.server import stop_quietly
+from bench.oltp import pgbench, plan, report, settings, targets, workloads
+
+RESULTS_DIR = paths.REPO_ROOT / "results"
+SAMPLE_INTERVAL = 0.5
+
+_STAT_VIEWS = {
+    "wal": "select * from pg_stat_wal",
+    "checkpointer": "select * from pg_stat_checkpointer",
+    "bgwriter": "select * from pg_stat_bgwriter",
+    "database": "select * from pg_stat_database where datname = current_database()",
+}
+
+
+def numeric_row(conn: psycopg.Connection, sql: str) -> dict[str, float]:
+    """The numeric columns of the first row of ``sql``."""
+    cur = conn.execute(sql)
+    row = cur.fetchone()
+    if row is None or cur.description is None:
+        return {}
+    return {
+        d.name: float(v)
+        for d, v in zip(cur.description, row, strict=True)
+        if isinstance(v, int | float | Decimal) and not isinstance(v, bool)
+    }
+
+
+def stats_snapshot(conn: psycopg.Connection) -> dict[str, Any]:
+    conn.execute("select pg_stat_clear_snapshot()")
+    snap: dict[str, Any] = {k: numeric_row(conn, q) for k, q in _STAT_VIEWS.items()}
+    snap["lsn"] = str(conn.execute("select pg_current_wal_lsn()").fetchone()[0])  # type: ignore[index]
+    return snap
+
+
+def stats_delta(conn: psycopg.Connection, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        k: {c: round(b[k][c] - v, 3) for c, v in a[k].items() if c in b[k]} for k in _STAT_VIEWS
+    }
+    row = conn.execute("select pg_wal_lsn_diff(%s, %s)", (b["lsn"], a["lsn"])).fetchone()
+    out["wal_bytes"] = int(row[0]) if row else None
+    return out
+
+
+class CpuSampler:
+    """/proc of every server process every :data:`SAMPLE_INTERVAL` seconds while a run
+    lasts; :meth:`delta` gives CPU seconds per backend type over the run."""
+
+    def __init__(self, postmaster: int) -> None:
+        self.pm = postmaster
+        self.before = servercpu.cluster_sample(postmaster, set(), {})
+        self.last: dict[int, tuple[str, procfs.ProcSample]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _tick(self) -> None:
+        for pid, (group, s) in servercpu.cluster_sample(self.pm, set(), {}).procs.items():
+            prev = self.last.get(pid)
+            if prev is not None and prev[1].starttime == s.starttime:
+                if s.utime + s.stime < prev[1].utime + prev[1].stime:
+                    continue  # read while exiting: keep the last full sample
+                if group == "unknown":  # an exiting process has no title any more
+                    group = prev[0]
+            self.last[pid] = (group, s)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(SAMPLE_INTERVAL):
+            self._tick()
+
+    def __enter__(self) -> CpuSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def delta(self) -> dict[str, Any]:
+        self._tick()
+        after = servercpu.ClusterSample(procfs.sample(self.pm), dict(self.last))
+        return servercpu.cluster_delta(self.before, after)
+
+
+def children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+class Runner:
+    def __init__(self, opts: plan.Options) -> None:
+        self.o = opts
+        self.chosen = plan.check(opts)
+        self.configs: list[Config] = []
+        self.unavailable: dict[str, str] = {}
+        self.targets: dict[str, targets.Target] = {}
+        self.records: list[dict[str, Any]] = []
+        self.env: dict[str, Any] = {}
+        self.started = dt.datetime.now()
+        self.out = opts.out or RESULTS_DIR / f"{self.started:%Y%m%d-%H%M%S}-oltp"
+        self.bindir = paths.install_dir("release") / "bin"
+        self.mem_sb: dict[str, str] = {}  # ratio -> shared_buffers
+        self.seen_durations: list[float] = []
+
+    # ---- set-up
+
+    def setup(self) -> None:
+        o = self.o
+        warn = plan.size_warning(o)
+        if warn:
+            ui.notice(warn)
+        if o.build:
+            self.bindir = ensure_built("release") / "bin"
+        elif not (self.bindir / "postgres").is_file():
+            raise RuntimeError(f"--no-build: no release build in {self.bindir}; run ./pgnvm build")
+        if not (self.bindir / "pgbench").is_file():
+            raise RuntimeError(f"no pgbench in {self.bindir}")
+        avail = configs.availability(
+            self.bindir, self.chosen, settings.common_settings(o.shared_buffers)
+        )
+        for c in self.chosen:
+            v = avail[c.name]
+            if not v.runs:
+                self.unavailable[c.name] = v.why
+                ui.notice(f"configuration {c.name} is not available, skipped: {v.why}")
+            else:
+                self.configs.append(c)
+        if not self.configs:
+            raise RuntimeError("no configuration to run")
+        self.env = results.environment()
+        self.env["load"] = {}
+        for storage in sorted({c.storage for c in self.configs}, key=["nvm", "disk"].index):
+            tg = targets.Target(storage, o.records, o.prefix, o.port)
+            self.env["load"][storage] = tg.ensure()
+            self.targets[storage] = tg
+        data_bytes = max(t.data_bytes for t in self.targets.values())
+        if "tpcb" in o.workloads:
+            scale = targets.tpcb_scale(data_bytes)
+            for tg in self.targets.values():
+                self.env["load"][f"{tg.storage}-tpcb"] = tg.ensure_tpcb(scale)
+            self.env["tpcb_scale"] = scale
+        self.env["data_bytes"] = {s: t.data_bytes for s, t in self.targets.items()}
+        self.mem_sb = {r: plan.ratio_shared_buffers(r, data_bytes) for r in o.memory_ratios}
+        self.env["clusters"] = {s: t.name for s, t in self.targets.items()}
+        self.env["datadirs"] = {s: str(t.server.cluster.datadir) for s, t in self.targets.items()}
+        for s, t in self.targets.items():
+            self.env.setdefault("filesystems", {})[s] = results.cmd(
+                "findmnt", "-n", "-o", "SOURCE,FSTYPE,OPTIONS", "-T", str(t.server.cluster.datadir)
+            )
+        self.env["pgbench"] = results.cmd(str(self.bindir / "pgbench"), "--version")
+
+    def plan_doc(self) -> dict[str, Any]:
+        o = self.o
+        return {
+            "records": o.records,
+            "clients": o.clients,
+            "workloads": {w: workloads.WORKLOADS[w].describe() for w in o.workloads},
+            "distribution": o.distribution,
+            "distribution_detail": workloads.DISTRIBUTIONS[o.distribution],
+            "duration_s": o.duration,
+            "warmup_s": o.warmup,
+            "repeat": o.repeat,
+            "shared_buffers": o.shared_buffers,
+            "memory_ratios": {r: self.mem_sb.get(r) for r in o.memory_ratios},
+            "memory_workload": workloads.MEMORY_WORKLOAD,
+            "memory_clients": max(o.clients),
+            "configs": [
+                {
+                    "name": c.name,
+                    "engine": c.engine,
+                    "storage": c.storage,
+                    "doc": c.doc,
+                    "drop_caches": c.drop_caches,
+                    "server_settings": settings.server_settings(c, o.shared_buffers),
+                }
+                for c in self.configs
+            ],
+            "unavailable": self.unavailable,
+            "durable_settings": settings.DURABLE,
+            "random_seed": workloads.RANDOM_SEED,
+            "fillfactor": settings.FILLFACTOR,
+            "started_at": self.started.isoformat(timespec="seconds"),
+        }
+
+    # ---- one point
+
+    def run_point(self, p: plan.Point) -> dict[str, Any]:
+        o = self.o
+        cfg = configs.BY_NAME[p.config]
+        tg = self.targets[cfg.storage]
+        w = workloads.WORKLOADS[p.workload]
+        for other in self.targets.values():
+            if other is not tg:
+                other.server.stop()
+        sb = self.mem_sb[p.ratio] if p.ratio else o.shared_buffers
+        rec: dict[str, Any] = {
+            "started_at": dt.datetime.now().isoformat(timespec="seconds"),
+            "key": p.key,
+            "config": p.config,
+            "engine": cfg.engine,
+            "storage": cfg.storage,
+            "workload": p.workload,
+            "distribution": p.distribution if w.ycsb else "uniform (pgbench tpcb-like)",
+            "clients": p.clients,
+            "rep": p.rep,
+            "ratio": p.ratio,
+            "shared_buffers": sb,
+            "status": "error",
+            "loadavg_1m": procfs.loadavg(),
+        }
+        srv = tg.server
+        srv.apply_config(cfg, settings.server_settings(cfg, sb))
+        log_offset = srv.log_offset()
+        try:
+            rec["restart_s"] = round(srv.restart(move_port=True), 3)
+        except clu.ClusterError as e:
+            rec["error"] = f"server did not start: {e}"
+            rec["server_log_tail"] = srv.log_tail(30)
+            ui.error(f"{p.config}: {rec['error']}")
+            return rec
+        with srv.connect() as conn:
+            shown = {k: srv.show(k) for k in settings.DURABLE}
+            rec["durability"] = shown
+            rec["durable"] = shown == settings.DURABLE
+            if cfg.writes_wal_pmem:
+                rec["wal_pmem"] = _wal_pmem(srv.log_since(log_offset))
+            rec["os_cache"] = results.drop_os_caches() if cfg.drop_caches else "kept"
+            conn.execute("checkpoint")
+        scripts = workloads.write_scripts(w, p.distribution, self.out / "scripts")
+        cluster = srv.cluster
+
+        def bench(seconds: float, log: Path | None) -> subprocess.CompletedProcess[str]:
+            cmd = pgbench.command(
+                cluster.bin("pgbench"),
+                scripts,
+                clients=p.clients,
+                threads=os.cpu_count() or 1,
+                seconds=seconds,
+                records=o.records,
+                dbname=targets.DBNAME,
+                log_prefix=log,
+            )
+            if log is not None:
+                rec["command"] = " ".join(cmd)
+            return subprocess.run(
+                cmd, env=cluster.env(), capture_output=True, text=True, check=False
+            )
+
+        if o.warmup > 0:
+            r = bench(o.warmup, None)
+            if r.returncode != 0:
+                rec["error"] = f"warm-up: pgbench exit {r.returncode}: {r.stderr.strip()[-500:]}"
+                return rec
+        logdir = self.out / "txlog"
+        logdir.mkdir(parents=True, exist_ok=True)
+        prefix = logdir / f"{p.key}-rep{p.rep}"
+        for f in pgbench.log_files(prefix):
+            f.unlink()
+        pm = srv.postmaster_pid()
+        with srv.connect() as conn:
+            s0 = stats_snapshot(conn)
+            cpu0 = children_cpu()
+            sampler = CpuSampler(pm) if pm else None
+            t0 = time.monotonic()
+            with sampler or contextlib.nullcontext():
+                r = bench(o.duration, prefix)
+            rec["elapsed_s"] = round(time.monotonic() - t0, 3)
+            rec["pgbench_cpu_s"] = round(children_cpu() - cpu0, 3)
+            if sampler:
+                rec["server_cpu"] = sampler.delta()
+            conn.execute("select pg_stat_force_next_flush()")
+            time.sleep(1.0)
+            rec["stats"] = stats_delta(conn, s0, stats_snapshot(conn))
+        rec["pgbench_exit"] = r.returncode
+        rec["pgbench_stdout"] = r.stdout[-3000:]
+        if r.returncode != 0:
+            rec["error"] = f"pgbench exit {r.returncode}: {r.stderr.strip()[-800:]}"
+        rec["summary"] = pgbench.parse_summary(r.stdout)
+        files = pgbench.log_files(prefix)
+        st = pgbench.parse_logs(files, workloads.script_names(w))
+        if files:
+            (self.out / "per_second").mkdir(exist_ok=True)
+            secs = [st.seconds[k] for k in sorted(st.seconds)]
+            pgbench.write_per_second(secs, self.out / "per_second" / f"{p.key}-rep{p.rep}.csv")
+            pgbench.compress_logs(files, logdir / f"{p.key}-rep{p.rep}.log.gz")
+        rec["latency"] = pgbench.latency_summary(st.all_latencies())
+        rec["latency_by_op"] = {
+            st.scripts[i] if i < len(st.scripts) else str(i): pgbench.latency_summary(sorted(v))
+            for i, v in sorted(st.latencies.items())
+        }
+        rec["per_second"] = pgbench.per_second_summary(st.full_seconds())
+        rec["transactions"] = sum(len(v) for v in st.latencies.values())
+        rec["failed"] = st.failed
+        rec["tps"] = rec["summary"].get("tps")
+        if rec["transactions"] and rec["stats"].get("wal_bytes") is not None:
+            rec["wal_bytes_per_txn"] = round(rec["stats"]["wal_bytes"] / rec["transactions"], 1)
+        if r.returncode == 0 and rec["transactions"]:
+            rec["status"] = "ok"
+        return rec
+
+    # ---- main loop
+
+    def run(self) -> int:
+        self.setup()
+        self.out.mkdir(parents=True, exist_ok=True)
+        ui.info(f"results: {self.out}")
+        results.write_json(self.out / "plan.json", self.plan_doc())
+        results.write_json(self.out / "env.json", self.env)
+        pts = plan.points(self.o, [c.name for c in self.configs])
+        interrupted = False
+        prog = results.Progress(len(pts), "oltp")
+        prog.every = 1
+        est = plan.point_seconds(self.o)
+        try:
+            with prog, open(self.out / "runs.jsonl", "a") as jl:
+                for i, p in enumerate(pts):
+                    per = (
+                        sum(self.seen_durations) / len(self.seen_durations)
+                        if self.seen_durations
+                        else est
+                    )
+                    prog.update(i, p.label, per * (len(pts) - i))
+                    t = time.monotonic()
+                    rec = self.run_point(p)
+                    self.seen_durations.append(time.monotonic() - t)
+                    self.records.append(rec)
+                    jl.write(json.dumps(rec, sort_keys=True, default=str) + "\n")
+                    jl.flush()
+                    prog.done_one(i + 1, _line(i + 1, len(pts), p, rec))
+        except KeyboardInterrupt:
+            interrupted = True
+            raise
+        finally:
+            stop_quietly(t.server for t in self.targets.values())
+            self.finish(interrupted)
+        return 1 if any(r["status"] != "ok" for r in self.records) else 0
+
+    def finish(self, interrupted: bool) -> None:
+        if not self.out.is_dir():
+            return
+        self.env["finished_at"] = dt.datetime.now().isoformat(timespec="seconds")
+        self.env["interrupted"] = interrupted
+        results.write_json(self.out / "env.json", self.env)
+        try:
+            report.write(self.out, self.plan_doc(), self.env, self.records)
+        except Exception as e:  # the raw files are what matters; say what failed
+            ui.error(f"writing the report failed: {type(e).__name__}: {e}")
+        ui.info(f"results in {self.out} (report.md, report.html, runs.jsonl, per_second/)")
+
+
+def _wal_pmem(log_text: str) -> dict[str, Any]:
+    """How WAL was persisted through libpmem2 at this start (the server's LOG line)."""
+    m = counters.wal_pmem_logged(log_text)
+    if m is None:
+        return {"granularity": "unknown (no start-up LOG line)", "forced": False}
+    return {"granularity": m.group("gran"), "forced": bool(m.group("forced"))}
+
+
+def _line(i: int, n: int, p: plan.Point, rec: dict[str, Any]) -> str:
+    if rec["status"] != "ok":
+        return f"[{i}/{n}] {p.label}: {rec['status'].upper()} {rec.get('error') or ''}"
+    lat = rec.get("latency") or {}
+    return (
+        f"[{i}/{n}] {p.label}: {rec['tps']:.0f} tps, p50 {lat.get('p50_ms')} ms, "
+        f"p99 {lat.get('p99_ms')} ms, WAL {rec.get('wal_bytes_per_txn')} B/txn"
+    )
+
+
+def run(opts: plan.Options) -> int:
+    return Runner(opts).run()

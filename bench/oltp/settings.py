@@ -1,0 +1,92 @@
+"""The OLTP job's side of the configurations: its default set, its defaults (sized so that
+``./pgnvm oltp`` finishes in under 30 minutes on the 2-core, 24 GiB VM, the one-off load
+included: 20 points of ~75 s and ~1.5 min of loading) and the settings
+every configuration shares. The configurations themselves are the catalogue,
+:mod:`bench.core.configs`.
+
+Durability is not a configuration's choice here: :data:`DURABLE` is written last for every
+configuration, and a configuration of the catalogue that asks for anything else is refused
+(:func:`not_durable`). After each start the server's own ``SHOW`` is recorded, and a run
+whose server shows anything else is labelled "not durable" in the report.
+"""
+
+from __future__ import annotations
+
+from bench.core import configs
+
+DEFAULT_PREFIX = "oltp"  # clusters oltp-r<records>-<storage>
+DEFAULT_PORT = 5525  # nvm: port, disk: port + 1 (tpch 5520-5521, its test 5530-5531)
+STORAGE_OFFSET = {"nvm": 0, "disk": 1}
+
+DISK = configs.DISK
+BASELINE = configs.REFERENCE
+#: The configurations run by default: the disk baseline, stock I/O on NVM, both engines, and
+#: WAL through libpmem2 next to its file-WAL twin for base and se2 (paper 004's logging
+#: question on the commit path). Not by default: nvm_base_sync/io_uring (I/O methods of a
+#: read path OLTP hardly uses), the read-only prefetch variants (they change nothing for
+#: index lookups), nvm_se1_walpmem (se1 writes like base), and mem_limit (its
+#: whole-database buffer pool is what the memory-ratio experiment varies).
+_DEFAULTS = (
+    "disk_base",
+    "nvm_base_worker",
+    "nvm_base_walpmem_cl",
+    "nvm_se1",
+    "nvm_se2",
+)
+
+
+def default_configs() -> tuple[str, ...]:
+    """The default configurations: disk, the three engines, and base's WAL through libpmem2
+    at cache-line granularity (as on real PMem) next to base's file WAL."""
+    return tuple(n for n in _DEFAULTS if n in configs.BY_NAME)
+
+
+DEFAULT_RECORDS = 2_000_000  # ~2.7 GB with fillfactor 80: > 20x 128 MB of shared_buffers
+DEFAULT_CLIENTS = (1, 8)
+DEFAULT_WORKLOADS = ("a",)
+DEFAULT_DISTRIBUTION = "zipfian"
+DEFAULT_DURATION = 60.0  # seconds measured per point
+DEFAULT_WARMUP = 10.0  # seconds of the same workload before each measured run
+DEFAULT_REPEAT = 1
+DEFAULT_MEMORY_RATIOS = ("1/2", "1/128")
+DEFAULT_SHARED_BUFFERS = "128MB"
+#: usertable's fillfactor: room for one more ~1 KB row version per page, so an update can
+#: be HOT (same page, no index entry) as YCSB's in-place updates are in the paper's engines
+FILLFACTOR = 80
+#: bytes per usertable row on disk with that fillfactor (6 rows of ~1 KB per 8 KB page) +
+#: its primary key entry: for the size estimate before the load
+ROW_BYTES = 8192 // 6 + 24
+
+#: Always on, written after the configuration's own settings.
+DURABLE: dict[str, str] = {
+    "fsync": "on",
+    "synchronous_commit": "on",
+    "full_page_writes": "on",
+}
+
+
+def common_settings(shared_buffers: str) -> dict[str, str]:
+    """Server settings of every configuration (PostgreSQL 18's defaults for everything
+    that makes OLTP durable and checkpoints: wal_level replica, max_wal_size 1GB,
+    checkpoint_timeout 5min, autovacuum on)."""
+    return {
+        "shared_buffers": shared_buffers,
+        "max_connections": "100",
+        "jit": "off",
+        "track_io_timing": "on",
+        "log_checkpoints": "on",
+        "log_min_duration_statement": "-1",
+    }
+
+
+def not_durable(cfg: configs.Config) -> str | None:
+    """Why ``cfg`` cannot run in this job (it turns durability off), or None."""
+    bad = [f"{k}={v}" for k, v in cfg.settings.items() if k in DURABLE and v != DURABLE[k]]
+    return f"not durable ({', '.join(bad)}); this job measures durable commits" if bad else None
+
+
+def server_settings(cfg: configs.Config, shared_buffers: str) -> dict[str, str]:
+    """Every setting pgnvm writes for ``cfg``: common, the configuration's, durability."""
+    s = configs.server_settings(cfg, common_settings(shared_buffers), whole_db_sb=shared_buffers)
+    s.update(DURABLE)
+    return s

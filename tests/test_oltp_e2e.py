@@ -1,0 +1,180 @@
+"""End to end: ``./pgnvm oltp`` on a small database over three configurations.
+
+Runs the real command (``python -m bench oltp``) against clusters of its own (prefix
+``oltptest``, ports 5540/5541), so it never touches the ``oltp-*`` clusters of a real run.
+Uses the installed release build when there is one (``--no-build``), else builds it.
+YCSB-A and TPC-B at 1 and 2 clients plus one point of the memory-ratio experiment, on
+``disk_base``, ``nvm_base_walpmem_cl`` (WAL through libpmem2, cache-line granularity forced
+through the configuration's server environment) and ``nvm_se2`` (copy-on-write of redirected
+pages). Checks the raw files and the report, then that nothing was lost or
+damaged by any engine's write path: every YCSB row is still there, TPC-B's balances agree
+(accounts = tellers = branches = history), and amcheck finds the heap and the indexes
+sound. A second run into the same --out is refused. No timing assertions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench.core import cluster, configs, paths
+from bench.core.server import Server
+from bench.oltp import settings, targets
+
+PORT = 5540
+PREFIX = "oltptest"
+RECORDS = 5000
+WANTED = ["disk_base", "nvm_base_walpmem_cl", "nvm_se2"]
+
+
+def _configs() -> list[str]:
+    """WANTED, with nvm_base_worker in place of what the installed build cannot run (e.g. a
+    stock PostgreSQL build: no se2, no pmem WAL)."""
+    bindir = paths.install_dir("release") / "bin"
+    if not (bindir / "postgres").is_file():
+        return WANTED
+    common = settings.common_settings(settings.DEFAULT_SHARED_BUFFERS)
+    avail = configs.availability(bindir, configs.resolve(WANTED), common)
+    names = [n if avail[n].available is not False else "nvm_base_worker" for n in WANTED]
+    return list(dict.fromkeys(names))
+
+
+def _oltp(out: Path, names: list[str]) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(paths.REPO_ROOT)
+    env["PGNVM_OLTP_CLUSTER_PREFIX"] = PREFIX
+    build = ["--no-build"] if (paths.install_dir("release") / "bin" / "postgres").is_file() else []
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench",
+        "oltp",
+        "--records",
+        str(RECORDS),
+        "--workloads",
+        "a,tpcb",
+        "--clients",
+        "1,2",
+        "--duration",
+        "2",
+        "--warmup",
+        "1",
+        "--memory-ratios",
+        "1/2",
+        "--configs",
+        ",".join(names),
+        "--port",
+        str(PORT),
+        "--out",
+        str(out),
+        *build,
+    ]
+    return subprocess.run(
+        cmd, cwd=paths.REPO_ROOT, env=env, capture_output=True, text=True, timeout=1500, check=False
+    )
+
+
+@pytest.fixture(scope="module")
+def test_clusters() -> Iterator[None]:
+    yield
+    for storage in ("nvm", "disk"):
+        name = targets.cluster_name(PREFIX, RECORDS, storage)
+        if cluster.Cluster.exists(name):
+            cluster.Cluster.load(name).destroy()
+
+
+def _one(conn, sql: str):  # type: ignore[no-untyped-def]
+    row = conn.execute(sql).fetchone()
+    assert row is not None, sql
+    return row[0]
+
+
+def _check_nothing_lost(name: str) -> None:
+    """The cluster after the run: all rows there, TPC-B's money neither made nor lost,
+    amcheck content with heap and indexes."""
+    srv = Server(cluster.Cluster.load(name), dbname=targets.DBNAME)
+    srv.start()
+    try:
+        with srv.connect() as conn:
+            assert _one(conn, "select count(*) from usertable") == RECORDS, name
+            balances = [
+                _one(conn, f"select coalesce(sum({col}), 0) from {table}")
+                for table, col in (
+                    ("pgbench_accounts", "abalance"),
+                    ("pgbench_tellers", "tbalance"),
+                    ("pgbench_branches", "bbalance"),
+                    ("pgbench_history", "delta"),
+                )
+            ]
+            assert len(set(balances)) == 1, (name, balances)
+            assert _one(conn, "select count(*) from pgbench_history") > 0, name
+            conn.execute("create extension if not exists amcheck")
+            for table in ("usertable", "pgbench_accounts", "pgbench_tellers", "pgbench_branches"):
+                bad = conn.execute(
+                    f"select * from verify_heapam('{table}', check_toast => true)"
+                ).fetchall()
+                assert bad == [], (name, table, bad)
+            for (index,) in conn.execute(
+                "select c.oid::regclass::text from pg_index i join pg_class c"
+                " on c.oid = i.indexrelid join pg_am a on a.oid = c.relam"
+                " where a.amname = 'btree' and c.relnamespace = 'public'::regnamespace"
+            ).fetchall():
+                conn.execute(f"select bt_index_parent_check('{index}', true)")
+    finally:
+        srv.stop()
+
+
+def test_oltp_end_to_end(tmp_path: Path, test_clusters: None) -> None:
+    names = _configs()
+    out = tmp_path / "run"
+    r = _oltp(out, names)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for f in ("runs.jsonl", "env.json", "plan.json", "summary.json", "report.md", "report.html"):
+        assert (out / f).is_file(), f
+    runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+    # per configuration: a and tpcb at 1 and 2 clients, and the 1/2 memory point
+    assert len(runs) == len(names) * 5
+    assert {x["config"] for x in runs} == set(names)
+    assert {x["status"] for x in runs} == {"ok"}
+    for x in runs:
+        assert x["durable"] is True, x["key"]
+        assert x["durability"] == {
+            "fsync": "on",
+            "full_page_writes": "on",
+            "synchronous_commit": "on",
+        }
+        assert x["pgbench_exit"] == 0 and x["failed"] == 0, x["key"]
+        assert x["tps"] > 0 and x["transactions"] > 0, x["key"]
+        assert x["latency"]["n"] > 0 and x["latency"]["p99_ms"] >= x["latency"]["p50_ms"]
+        assert (out / "per_second" / f"{x['key']}-rep{x['rep']}.csv").is_file(), x["key"]
+        if configs.BY_NAME[x["config"]].writes_wal_pmem:  # the environment reached the server
+            assert x["wal_pmem"] == {"granularity": "cache line", "forced": True}, x["key"]
+        else:
+            assert "wal_pmem" not in x
+    mem = [x for x in runs if "-mem" in x["key"]]
+    assert {x["config"] for x in mem} == set(names) and {x["clients"] for x in mem} == {2}
+    summary = json.loads((out / "summary.json").read_text())
+    assert {x["key"] for x in runs} <= set(summary)
+    md = (out / "report.md").read_text()
+    assert md.startswith(f"# OLTP: YCSB / TPC-B through pgbench, {RECORDS:,} records")
+    assert "**Emulated persistent memory, not PMem.**" in md
+    assert "## Anti-caching" in md
+    assert all(n in md for n in names)
+    if "nvm_base_walpmem_cl" in names:
+        assert "`nvm_base_walpmem_cl` cache line (forced)" in md
+
+    for storage in ("disk", "nvm"):
+        _check_nothing_lost(targets.cluster_name(PREFIX, RECORDS, storage))
+
+    # the same --out again: refused before anything runs, the first run's files untouched
+    before = (out / "runs.jsonl").read_text()
+    r2 = _oltp(out, names[:1])
+    assert r2.returncode == 2, r2.stdout + r2.stderr
+    assert "already holds the results of a run" in r2.stderr
+    assert (out / "runs.jsonl").read_text() == before
