@@ -17,7 +17,10 @@ BLCKSZ = 8192
 
 
 def ensure_extensions(conn: psycopg.Connection[Any]) -> None:
+    """pgnvm (at the installed version: a cluster kept from an older build has an older
+    pgnvm_stats(), which the server refuses) and pg_buffercache."""
     conn.execute("CREATE EXTENSION IF NOT EXISTS pgnvm")
+    conn.execute("ALTER EXTENSION pgnvm UPDATE")
     conn.execute("CREATE EXTENSION IF NOT EXISTS pg_buffercache")
 
 

@@ -49,7 +49,7 @@ extern "C" {
 #endif
 
 #define NVMPF_VERSION_MAJOR 0
-#define NVMPF_VERSION_MINOR 1
+#define NVMPF_VERSION_MINOR 2	/* 0.2: nvmpf_config.job_done, job_arg (soname .so.1) */
 
 /* Upper bound on helper threads per pool (and size of per-helper arrays). */
 #define NVMPF_MAX_HELPERS 32

@@ -25,6 +25,10 @@ that the backend uses, and verifies itself where no finished, successful one is 
   reports stock's error. With helpers, ``helper_verify_failed`` must grow (the probe is
   repeated, at most 5 times, until it does: no timing is assumed) and so must
   ``verified_by_helper`` (the blocks before it);
+* ``long seqscan, ignore_checksum_failure``: the same with ``ignore_checksum_failure = on``:
+  the helper's failed verdict is not trusted either way, the backend verifies the block and,
+  as in stock, warns and uses it (all rows counted); with helpers ``helper_verify_failed``
+  must grow (repeated as above);
 * ``long seqscan, backend verifies``: the same with ``nvm_prefetch = off``: no helper, the
   backend verifies every block (``verified_by_backend`` grows, the helper counters do not);
 * ``index range scan, announced``: an index scan over the ~25 heap blocks before the block
@@ -81,7 +85,7 @@ MUST_FAIL = (
     "index range scan, announced",
     *STALE_PROBES,
 )
-BIG_ROWS = 40_000  # ~650 blocks
+BIG_ROWS = 60_000  # ~740 blocks (81 rows of ~100 bytes per block)
 BIG_BLOCK = 500  # far into the table: helpers run ahead of a scan that gets there
 #: per-row work that keeps the backend busy while helpers verify the blocks ahead
 WORK = "sha256(convert_to(repeat(pad, 4), 'UTF8')) <> ''::bytea"
@@ -211,7 +215,7 @@ def checksum(env: EngineEnv, limit: float) -> str:
             if ``in_transaction``. The byte is flipped back afterwards."""
             offset = STALE_BLOCK * BLCKSZ + BLCKSZ // 2
             evict_stale = "SELECT pg_buffercache_evict_relation('cksum_stale')"
-            for k, v in (no_par | {"synchronize_seqscans": "off"}).items():
+            for k, v in no_par.items():
                 c.execute(f"SET {k} = '{v}'")
             c.execute(evict_stale)
             before = counters.read_counters(c)
@@ -240,7 +244,9 @@ def checksum(env: EngineEnv, limit: float) -> str:
             notes.append(f"{name}: " + counters.fmt(grown[name], VERIFY_COUNTERS))
             return o
 
-        no_par = {"max_parallel_workers_per_gather": "0"}
+        # every scan from block 0: with 16 MB of shared_buffers a table of more than 512
+        # blocks is synchronized-scanned, and a scan would start where the last one failed
+        no_par = {"max_parallel_workers_per_gather": "0", "synchronize_seqscans": "off"}
         outcomes = {
             "seqscan": probe(no_par, "SELECT count(*) FROM cksum_t"),
             "index fetch": probe(
@@ -259,6 +265,12 @@ def checksum(env: EngineEnv, limit: float) -> str:
             "long seqscan": probe_counted(
                 "long seqscan",
                 no_par,
+                f"SELECT count(*) FROM cksum_big WHERE {WORK}",
+                "helper_verify_failed",
+            ),
+            "long seqscan, ignore_checksum_failure": probe_counted(
+                "long seqscan, ignore_checksum_failure",
+                no_par | {"ignore_checksum_failure": "on"},
                 f"SELECT count(*) FROM cksum_big WHERE {WORK}",
                 "helper_verify_failed",
             ),
@@ -299,6 +311,11 @@ def checksum(env: EngineEnv, limit: float) -> str:
             "ignore_checksum_failure: expected all rows, "
             f"{describe(outcomes['seqscan, ignore_checksum_failure'])}"
         )
+    if outcomes["long seqscan, ignore_checksum_failure"] != {"result": [[str(BIG_ROWS)]]}:
+        raise CheckFailed(
+            "long seqscan, ignore_checksum_failure: expected all rows, "
+            f"{describe(outcomes['long seqscan, ignore_checksum_failure'])}"
+        )
     if env.engine == "se2":
         expect_verifiers(grown, helpers)
     result = against_base(env, "checksum", __file__, outcomes)
@@ -322,7 +339,11 @@ def expect_verifiers(grown: dict[str, dict[str, int]], helpers: bool) -> None:
             f"(verified_by_backend >= {BIG_BLOCK}) and no helper, "
             + counters.fmt(off, VERIFY_COUNTERS)
         )
-    for name in ("long seqscan", "index range scan, announced"):
+    for name in (
+        "long seqscan",
+        "long seqscan, ignore_checksum_failure",
+        "index range scan, announced",
+    ):
         d = grown[name]
         if not helpers:
             if d["verified_by_helper"] or d["helper_verify_failed"]:

@@ -196,6 +196,16 @@ static uint64 VerdictCursor = 0;	/* job whose slot the last lookup used */
 static pid_t HelperPid = 0;		/* for process_vm_readv() in the helpers */
 
 /*
+ * The first errno with which a helper could not read a block to verify it,
+ * other than EFAULT (the backend let the mapping go: expected), or 0: a
+ * system that refuses process_vm_readv() (seccomp, an LSM, a sandbox) would
+ * otherwise turn helper verification off without a word.  Said once per
+ * process, as a LOG, by the backend (nvm_prefetch_enqueue()).
+ */
+static pg_atomic_uint32 HelperReadErrno;
+static bool HelperReadLogged = false;
+
+/*
  * The verdict epoch: a verdict is used only in the epoch its job was issued
  * in, i.e. only for jobs numbered [EpochFirstSeq, NextSeq).  A new epoch
  * starts (EpochFirstSeq = NextSeq, so no earlier job's slot is looked at
@@ -362,11 +372,22 @@ nvm_verify_job(void *arg, const void *addr, size_t len, uint64 seq)
 		struct iovec remote = {v->addr + (size_t) i * BLCKSZ, BLCKSZ};
 		NvmVerdictBlock *b = &v->blocks[i];
 
+		ssize_t		got;
+
 		b->checked = b->ok = false;
 		if (v->addr != (const char *) addr ||
-			(size_t) v->nblocks * BLCKSZ != len ||
-			process_vm_readv(HelperPid, &local, 1, &remote, 1, 0) != BLCKSZ)
+			(size_t) v->nblocks * BLCKSZ != len)
 			continue;
+		got = process_vm_readv(HelperPid, &local, 1, &remote, 1, 0);
+		if (got != BLCKSZ)
+		{
+			uint32		none = 0;
+
+			if (got < 0 && errno != EFAULT)
+				pg_atomic_compare_exchange_u32(&HelperReadErrno, &none,
+											   (uint32) errno);
+			continue;
+		}
 		/* all-zero (new) pages are valid; the backend has stock's rules */
 		if (PageIsNew((Page) copy.data))
 			continue;
@@ -417,7 +438,7 @@ nvm_verdict_claim(char *addr, BlockNumber blkno, int nblocks, uint64 wgen)
 	uint64		old;
 
 	Assert(nblocks > 0 && nblocks <= NVM_PREFETCH_JOB_BLOCKS);
-	if (wgen == 0)
+	if (wgen == 0 || Verdicts == NULL)
 		return false;
 	/* a job of this statement: verdicts of earlier ones are never used */
 	nvm_verdict_epoch();
@@ -605,23 +626,32 @@ nvm_prefetch_pool(void)
 	cfg.log_arg = NULL;
 	PoolMessage[0] = '\0';
 
-	/* the helpers' verdicts (used only while data checksums are on) */
+	/*
+	 * The helpers' verdicts (used only while data checksums are on).  Not
+	 * where 64-bit atomics are simulated: those take spinlocks, whose
+	 * stuck-lock report is an elog(PANIC), which a helper thread must never
+	 * reach.  There the helpers only prefetch, and the backend verifies.
+	 */
+	NextSeq = 0;
+	VerdictCursor = 0;
+	EpochFirstSeq = 0;			/* a new table: every slot is of a later job */
+#ifndef PG_HAVE_ATOMIC_U64_SIMULATION
 	Verdicts = MemoryContextAllocZero(TopMemoryContext,
 									  sizeof(NvmVerdict) * NVM_VERDICT_SLOTS);
 	for (int i = 0; i < NVM_VERDICT_SLOTS; i++)
 		pg_atomic_init_u64(&Verdicts[i].state, NVM_VERDICT_FREE);
-	NextSeq = 0;
-	VerdictCursor = 0;
-	EpochFirstSeq = 0;			/* a new table: every slot is of a later job */
+	pg_atomic_init_u32(&HelperReadErrno, 0);
 	HelperPid = getpid();
 	cfg.job_done = nvm_verify_job;
 	cfg.job_arg = Verdicts;
+#endif
 
 	rc = nvmpf_create(&cfg, &HelperPool);
 	if (rc != NVMPF_OK)
 	{
 		HelperPool = NULL;
-		pfree(Verdicts);
+		if (Verdicts != NULL)
+			pfree(Verdicts);
 		Verdicts = NULL;
 		FailedGeneration = MappingGeneration;
 		ereport(WARNING,
@@ -675,6 +705,15 @@ static void
 nvm_prefetch_enqueue(nvmpf_pool *pool, char *map, BlockNumber segbase,
 					 BlockNumber start, BlockNumber end, uint64 wgen)
 {
+	if (unlikely(!HelperReadLogged) && Verdicts != NULL &&
+		pg_atomic_read_u32(&HelperReadErrno) != 0)
+	{
+		HelperReadLogged = true;
+		errno = (int) pg_atomic_read_u32(&HelperReadErrno);
+		ereport(LOG,
+				(errmsg("prefetch helpers cannot read the blocks they prefetch, so they verify none: the backend verifies every block itself"),
+				 errdetail("process_vm_readv() failed: %m")));
+	}
 	while (start < end)
 	{
 		BlockNumber n = Min(end - start, NVM_PREFETCH_JOB_BLOCKS);

@@ -116,6 +116,7 @@
 #include "storage/aio.h"
 #include "storage/aio_internal.h"
 #include "storage/fd.h"
+#include "storage/ipc.h"
 #include "storage/md.h"
 #include "storage/nvm_fault.h"
 #include "storage/nvm_prefetch.h"
@@ -206,7 +207,8 @@ static bool NvmFallbackLogged = false;
  * Writes into relation files through this storage manager, all processes:
  * a write increments writes_started before it changes a byte and
  * writes_done after its last byte (both full barriers).  See
- * nvm_write_generation().
+ * nvm_write_generation().  Counted only where they are read: se2 with data
+ * checksums on (both fixed at server start, so every process agrees).
  */
 typedef struct NvmSmgrShared
 {
@@ -241,17 +243,48 @@ NvmSmgrShmemInit(void)
 	}
 }
 
-/* a write into a relation file begins / has ended (see NvmSmgrShared) */
+/* this process has counted a write in writes_started, not yet in writes_done */
+static bool NvmWriteInProgress = false;
+
+/* are writes counted (see NvmSmgrShared)? */
+static inline bool
+nvm_counts_writes(void)
+{
+	return NvmShared != NULL && nvm_storage_engine == NVM_ENGINE_SE2 &&
+		DataChecksumsEnabled();
+}
+
+/*
+ * nvm_write_begins, nvm_write_ends -- a write into a relation file begins /
+ * has ended (see NvmSmgrShared).  A write that ends in an ERROR is ended by
+ * its caller's PG_FINALLY; one that ends the process (FATAL, proc_exit) by
+ * nvm_write_at_exit(): a write left counted as in progress would turn the
+ * helpers' verification off until the next restart.
+ */
 static inline void
 nvm_write_begins(void)
 {
+	if (!nvm_counts_writes())
+		return;
+	Assert(!NvmWriteInProgress);
+	NvmWriteInProgress = true;
 	pg_atomic_fetch_add_u64(&NvmShared->writes_started, 1);
 }
 
 static inline void
 nvm_write_ends(void)
 {
+	if (!NvmWriteInProgress)
+		return;
 	pg_atomic_fetch_add_u64(&NvmShared->writes_done, 1);
+	NvmWriteInProgress = false;
+}
+
+/* before_shmem_exit callback: a write this process began has ended */
+static void
+nvm_write_at_exit(int code, Datum arg)
+{
+	nvm_write_ends();
 }
 
 /*
@@ -272,7 +305,7 @@ nvm_write_generation(void)
 	uint64		done;
 	uint64		started;
 
-	if (NvmShared == NULL || !DataChecksumsEnabled())
+	if (!nvm_counts_writes())
 		return 0;
 	done = pg_atomic_read_u64(&NvmShared->writes_done);
 	pg_read_barrier();
@@ -299,7 +332,7 @@ nvm_write_generation(void)
 NvmVerifyResult
 nvm_verified_ahead(const char *page, BlockNumber blkno)
 {
-	if (NvmShared == NULL || !DataChecksumsEnabled())
+	if (!nvm_counts_writes())
 		return NVM_VERIFY_NONE;
 	return NvmPrefetchVerdict(page, blkno,
 							  pg_atomic_read_u64(&NvmShared->writes_started) + 1);
@@ -837,7 +870,9 @@ nvm_let_go_from(SMgrRelation reln, int first)
 }
 
 /*
- * nvm_init -- smgr_init: at each server start (the startup process, or a
+ * nvm_init -- smgr_init, in every process: with se2, make sure a write the
+ * process began is counted as ended if the process exits in it (see
+ * nvm_write_begins()).  At each server start (the startup process, or a
  * single-user backend), check nvm_data_persist.
  *
  * nvm_data_persist = pmem needs an engine that writes through mappings: with
@@ -856,6 +891,10 @@ nvm_init(void)
 	int			fd;
 	int			gran;
 	bool		map_sync = false;
+
+	/* every process: a write it began is ended if it exits (FATAL) */
+	if (nvm_storage_engine == NVM_ENGINE_SE2)
+		before_shmem_exit(nvm_write_at_exit, (Datum) 0);
 
 	if (IsUnderPostmaster && MyBackendType != B_STARTUP)
 		return;
@@ -1143,6 +1182,28 @@ nvm_persist_blocks(SMgrRelation reln, NvmMapping *m, char *dst,
 }
 
 /*
+ * nvm_md_writev -- nvm_writev()'s fallback: write blocks with mdwritev(),
+ * counted as a write (NvmSmgrShared) that ends also when mdwritev() raises
+ * an ERROR.  A function of its own, so that no variable of nvm_writev()'s
+ * loop lives across the setjmp() of PG_TRY.
+ */
+static void
+nvm_md_writev(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
+			  const void **buffers, BlockNumber nblocks, bool skipFsync)
+{
+	nvm_write_begins();
+	PG_TRY();
+	{
+		mdwritev(reln, forknum, blocknum, buffers, nblocks, skipFsync);
+	}
+	PG_FINALLY();
+	{
+		nvm_write_ends();
+	}
+	PG_END_TRY();
+}
+
+/*
  * nvm_writev -- write blocks back: copy them into the mapping.
  *
  * Only existing blocks are written here (extension is md.c's, and reserves
@@ -1197,20 +1258,8 @@ nvm_writev(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 		if (done > 0 && !skipFsync && m->persists)
 			nvm_persist_blocks(reln, m, dst, blocknum, done);
 		if (done < nthis)
-		{
-			/* write() can fail: the write ends either way */
-			nvm_write_begins();
-			PG_TRY();
-			{
-				mdwritev(reln, forknum, blocknum + done, buffers + done,
-						 nthis - done, skipFsync);
-			}
-			PG_FINALLY();
-			{
-				nvm_write_ends();
-			}
-			PG_END_TRY();
-		}
+			nvm_md_writev(reln, forknum, blocknum + done, buffers + done,
+						  nthis - done, skipFsync);
 		else if (!skipFsync && (!m->persists || m->also_fsync))
 			mdregisterdirty(reln, forknum, blocknum);
 
