@@ -89,6 +89,9 @@ BIG_ROWS = 60_000  # ~740 blocks (81 rows of ~100 bytes per block)
 BIG_BLOCK = 500  # far into the table: helpers run ahead of a scan that gets there
 #: per-row work that keeps the backend busy while helpers verify the blocks ahead
 WORK = "sha256(convert_to(repeat(pad, 4), 'UTF8')) <> ''::bytea"
+#: the same amount of work on the id only, for a scan that reads the corrupted block's
+#: tuples (the flipped byte makes its pad invalid UTF-8)
+WORK_ON_ID = "sha256(sha256(sha256(int4send(id)))) <> ''::bytea"
 ATTEMPTS = 5  # a probe that must see a helper's failed verdict is repeated this often
 
 
@@ -271,7 +274,7 @@ def checksum(env: EngineEnv, limit: float) -> str:
             "long seqscan, ignore_checksum_failure": probe_counted(
                 "long seqscan, ignore_checksum_failure",
                 no_par | {"ignore_checksum_failure": "on"},
-                f"SELECT count(*) FROM cksum_big WHERE {WORK}",
+                f"SELECT count(*) FROM cksum_big WHERE {WORK_ON_ID}",
                 "helper_verify_failed",
             ),
             "long seqscan, backend verifies": probe_counted(
