@@ -79,15 +79,16 @@ def tap_recovery(env: EngineEnv, limit: float) -> str:
     which PostgreSQL::Test::Cluster appends to each postgresql.conf.
 
     Skipped for se2 with ``nvm_prefetch = inline``: it changes nothing recovery does. Run
-    with helpers (nvm_se2_m1): hot standbys read with them, and their verdicts depend on
-    the write counting the startup process and the checkpointer take part in. WAL written through libpmem2 (``nvm_wal = pmem``) runs it with
-    base (every primary and standby writes WAL that way; standbys are made from a primary's
-    backup, postgresql.conf included). Data persisted through libpmem2
-    (``nvm_data_persist = pmem``: restartpoints and checkpoints fsync nothing for blocks
-    written back through the mappings) runs it with se2, whose write-back is se1's
-    (nvm_writev): se1 with it is skipped, its reads being checked with se1. Other se1/se2
-    configurations with nvm_wal = pmem are skipped too: nvm_wal changes only how WAL is
-    written (checked with base). The suite takes ~2.5 min per run (TAP_JOBS files at once).
+    with helpers (nvm_se2_m1): hot standbys read with them, and their verdicts depend on the
+    write counting the startup process and the checkpointer take part in. WAL written
+    through libpmem2 (``nvm_wal = pmem``) runs it with base (every primary and standby
+    writes WAL that way; standbys are made from a primary's backup, postgresql.conf
+    included). Data persisted through libpmem2 (``nvm_data_persist = pmem``: restartpoints
+    and checkpoints fsync nothing for blocks written back through the mappings) runs it with
+    se2, whose write-back is se1's (nvm_writev): se1 with it is skipped, its reads being
+    checked with se1. Other se1/se2 configurations with nvm_wal = pmem are skipped too:
+    nvm_wal changes only how WAL is written (checked with base). The suite takes ~2.5 min
+    per run (TAP_JOBS files at once).
     """
     if env.config.prefetch == "inline":
         raise CheckSkipped(f"recovery is the same as {env.engine}'s (run there)")

@@ -83,7 +83,7 @@ volatile uint8 *NvmBufferFlags = NULL;
  */
 void	 ***NvmBufferPages = NULL;
 static uint16 *NvmViewCount = NULL; /* views per chunk */
-static int	NvmViewChunks = 0;		/* chunks allocated */
+static int	NvmViewChunks = 0;	/* chunks allocated */
 static MemoryContext NvmViewCxt = NULL;
 
 /*
@@ -313,9 +313,9 @@ NvmBufferCow(Buffer buffer)
 	/*
 	 * The source, while the buffer is (still) redirected: a pinned valid
 	 * buffer never becomes redirected again, so if it is not redirected now,
-	 * there is nothing to copy.  It is the page in this process's mapping;
-	 * if the segment cannot be mapped here, a copy of it read from the file
-	 * (the page is clean: the file holds exactly what the buffer shows).
+	 * there is nothing to copy.  It is the page in this process's mapping; if
+	 * the segment cannot be mapped here, a copy of it read from the file (the
+	 * page is clean: the file holds exactly what the buffer shows).
 	 */
 	if (NvmBufferFlags[buffer - 1] & NVM_BUF_REDIRECTED)
 	{

@@ -1282,8 +1282,8 @@ nvm_truncate(SMgrRelation reln, ForkNumber forknum,
 {
 	/*
 	 * Truncation changes what blocks a file holds: a write for the helpers'
-	 * verdicts (callers hold a critical section, so an ERROR here is a
-	 * PANIC and nothing is left half counted).
+	 * verdicts (callers hold a critical section, so an ERROR here is a PANIC
+	 * and nothing is left half counted).
 	 */
 	if (forknum == MAIN_FORKNUM)
 		nvm_write_begins();
