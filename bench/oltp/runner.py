@@ -7,8 +7,9 @@ experiment also shared_buffers = ratio × data):
    C's own, then fsync / synchronous_commit / full_page_writes = on) are written to the
    target's ``pgnvm.conf`` and the server restarts: shared buffers are cold. The server's
    ``SHOW`` of the three durability settings is recorded (``durable``).
-2. Data on disk: ``sync; echo 3 > /proc/sys/vm/drop_caches`` (the OS page cache is cold
-   too). Then ``CHECKPOINT``: every point starts right after a checkpoint, so each one
+2. Data on disk: ``sync``, then ``posix_fadvise(DONTNEED)`` on every file of the cluster
+   (the OS page cache is cold too; not ``drop_caches``: see results.drop_os_caches). Then
+   ``CHECKPOINT``: every point starts right after a checkpoint, so each one
    pays the same full-page writes.
 3. Warm-up: the same pgbench workload for ``--warmup`` seconds, nothing recorded.
 4. Snapshots: ``pg_current_wal_lsn()``, ``pg_stat_wal``, ``pg_stat_checkpointer``,
@@ -270,7 +271,9 @@ class Runner:
             rec["durable"] = shown == settings.DURABLE
             if cfg.writes_wal_pmem:
                 rec["wal_pmem"] = _wal_pmem(srv.log_since(log_offset))
-            rec["os_cache"] = results.drop_os_caches() if cfg.drop_caches else "kept"
+            rec["os_cache"] = (
+                results.drop_os_caches(srv.cluster.datadir) if cfg.drop_caches else "kept"
+            )
             conn.execute("checkpoint")
         scripts = workloads.write_scripts(w, p.distribution, self.out / "scripts")
         cluster = srv.cluster

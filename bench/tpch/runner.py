@@ -6,7 +6,8 @@ Protocol of one run (configuration C, query Q, repetition R):
    ``pgnvm.conf``; the server is restarted (stop -m fast, start): shared buffers are cold.
    ``mem_limit``: every table and index is then loaded with ``pg_prewarm`` in a separate
    connection, which is closed and whose backend has exited before the run goes on.
-   Data on disk: ``sync; echo 3 > /proc/sys/vm/drop_caches``.
+   Data on disk: ``sync``, then ``posix_fadvise(DONTNEED)`` on every file of the cluster
+   (not ``drop_caches``, which would slow the tmpfs configurations: results.drop_os_caches).
 2. A fresh connection: ``pg_backend_pid()``, ``statement_timeout``, backend types of the
    server processes (``pg_stat_activity``), ``pg_stat_force_next_flush()`` (this session's
    start-up I/O is flushed to the shared statistics when that statement ends) and a
@@ -403,7 +404,9 @@ class Runner:
             secs, blocks = tg.prewarm()
             rec["prewarm_s"] = round(secs, 3)
             rec["prewarm_blocks"] = blocks
-        rec["os_cache"] = results.drop_os_caches() if cfg.drop_caches else "kept"
+        rec["os_cache"] = (
+            results.drop_os_caches(tg.server.cluster.datadir) if cfg.drop_caches else "kept"
+        )
         pm = tg.server.postmaster_pid()
         sql = queries.sql(q, o.sf)
         rows: list[compare.Row] | None = None

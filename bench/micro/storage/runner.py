@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.core import osuser, paths, procfs, ui
+from bench.core import osuser, paths, procfs, results, ui
 from bench.micro.storage import analysis, fio, plan, report, targets
 from bench.micro.storage.plan import FORCE_VARS, Job, Options
 
@@ -72,11 +72,6 @@ def job_env(job: Job) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in FORCE_VARS}
     env.update(job.v.env)
     return env
-
-
-def drop_caches() -> None:
-    os.sync()
-    Path("/proc/sys/vm/drop_caches").write_text("3\n")
 
 
 class Run:
@@ -195,7 +190,7 @@ class Run:
                         self.o.file_size,
                         self.o.max_seconds,
                         self.o.reps,
-                        drop_caches if t.drop_caches else None,
+                        (lambda d=t.dir: results.drop_os_caches(d)) if t.drop_caches else None,
                     )
                 except (RuntimeError, ValueError, KeyError) as e:
                     ui.error(f"fio {pattern} on {t.name}, {threads} threads: {e}")
