@@ -16,9 +16,9 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, "/work/main")
-from bench.core import configs  # noqa: E402
-from bench.oltp import pgbench, settings, targets, workloads  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the repository
+from bench.core import configs
+from bench.oltp import pgbench, settings, targets, workloads
 
 OUT = Path(sys.argv[1])
 OUT.mkdir(parents=True, exist_ok=True)
@@ -35,16 +35,23 @@ for name in CONFIGS:
     with srv.connect() as c:
         c.execute("CHECKPOINT")
     cmd = pgbench.command(
-        srv.cluster.bin("pgbench"), scripts, clients=8, threads=2, seconds=40,
-        records=2_000_000, dbname=targets.DBNAME, log_prefix=None,
+        srv.cluster.bin("pgbench"),
+        scripts,
+        clients=8,
+        threads=2,
+        seconds=40,
+        records=2_000_000,
+        dbname=targets.DBNAME,
+        log_prefix=None,
     )
-    pb = subprocess.Popen(cmd, env=srv.cluster.env(), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
+    pb = subprocess.Popen(
+        cmd, env=srv.cluster.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     time.sleep(10)
     waits: collections.Counter[str] = collections.Counter()
     stop = threading.Event()
 
-    def sample() -> None:
+    def sample(waits: collections.Counter[str] = waits, stop: threading.Event = stop) -> None:
         with srv.connect() as s:
             while not stop.is_set():
                 for (w,) in s.execute(
@@ -58,8 +65,25 @@ for name in CONFIGS:
     th = threading.Thread(target=sample)
     th.start()
     data = OUT / f"{name}.perf.data"
-    subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", "999", "-a", "-g",
-                    "-o", str(data), "--", "sleep", "20"], check=False)
+    subprocess.run(
+        [
+            "perf",
+            "record",
+            "-q",
+            "-e",
+            "cpu-clock",
+            "-F",
+            "999",
+            "-a",
+            "-g",
+            "-o",
+            str(data),
+            "--",
+            "sleep",
+            "20",
+        ],
+        check=False,
+    )
     stop.set()
     th.join()
     out, _ = pb.communicate()
@@ -68,9 +92,23 @@ for name in CONFIGS:
     lines = [f"# {name}: {tps}", "wait events of active pgbench backends (share of samples):"]
     lines += [f"  {k:40s} {v / total:6.1%}" for k, v in waits.most_common(12)]
     rep = subprocess.run(
-        ["perf", "report", "-i", str(data), "--no-children", "--sort", "comm,sym",
-         "--stdio", "-g", "none", "--percent-limit", "0.7"],
-        capture_output=True, text=True, check=False,
+        [
+            "perf",
+            "report",
+            "-i",
+            str(data),
+            "--no-children",
+            "--sort",
+            "comm,sym",
+            "--stdio",
+            "-g",
+            "none",
+            "--percent-limit",
+            "0.7",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     ).stdout
     lines += [ln for ln in rep.splitlines() if ln.strip() and not ln.startswith("#")][:45]
     text = "\n".join(lines)
