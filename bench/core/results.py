@@ -74,12 +74,14 @@ def drop_os_caches(datadir: Path) -> str:
     pg_wal and pg_tblspc followed). 'dropped', or why not.
 
     Not ``echo 3 > /proc/sys/vm/drop_caches``: on tmpfs that cannot drop the emulated NVM's
-    pages (they are the files), but it marks each of them for reclaim (PG_reclaim, the same bit
-    as PG_readahead), and the kernel's fault-around skips such pages for good: every later
-    4 KB page of an NVM mapping costs a page fault instead of one per 16 pages (seen on
-    Linux 6.18: 213,937 faults instead of ~14,000 for TPC-H SF 1's lineitem, ~40% slower se2
-    scans), until the file is rewritten. A disk configuration's cold cache must not slow
-    down the NVM configurations that run after it.
+    pages (they are the files), but afterwards the kernel's fault-around skips them: every
+    later 4 KB page of an NVM mapping costs a page fault instead of one per 16 pages (seen on
+    Linux 6.18 with a plain mmap test: 16,384 faults instead of 1,025 for a 64 MB file, and
+    in se2 213,937 instead of ~14,000 for TPC-H SF 1's lineitem, ~40% slower scans), until
+    the file is rewritten. Why, we take to be the flag drop_caches leaves on pages it cannot
+    drop (PG_reclaim, which shares its bit with PG_readahead, which fault-around skips): not
+    verified in the kernel. A disk configuration's cold cache must not slow down the NVM
+    configurations that run after it.
     """
     os.sync()
     dropped = failed = 0
