@@ -16,7 +16,13 @@ from bench.testsuite.runner import Interrupted, run_one
 
 def test_select_everything_by_default() -> None:
     global_checks, checks = registry.select(None)
-    assert global_checks == ["prefetch", "storagebench", "checksum_simd", "pytest"]  # pytest last
+    assert global_checks == [
+        "prefetch",
+        "storagebench",
+        "checksum_simd",
+        "fault_guard",
+        "pytest",
+    ]  # pytest last
     assert [c.name for c in checks] == [
         "regress",
         "pgnvm_ext",

@@ -84,6 +84,12 @@ GLOBAL_CHECKS: tuple[GlobalDef, ...] = (
         10 * 60,
         "page checksum variants: unit test, clusters cross-checked (src/test/checksum_simd)",
     ),
+    GlobalDef(
+        "fault_guard",
+        5 * 60,
+        "SIGBUS/SIGSEGV guard of mapped loads, helper threads included: unit test "
+        "(src/test/nvm_fault)",
+    ),
     GlobalDef("pytest", 30 * 60, "pytest -q tests"),
 )
 GLOBAL_LIMITS: dict[str, float] = {g.name: g.limit for g in GLOBAL_CHECKS}

@@ -24,6 +24,7 @@ from bench.testsuite.checks.crash import crash
 from bench.testsuite.checks.data_pmem import data_pmem
 from bench.testsuite.checks.differential import differential
 from bench.testsuite.checks.enospc import enospc
+from bench.testsuite.checks.fault_guard import fault_guard_check
 from bench.testsuite.checks.faults import cow_failure, mapping_limits
 from bench.testsuite.checks.pgsuites import isolation, pgnvm_ext, regress, tap_recovery
 from bench.testsuite.checks.prefetch_check import prefetch_check
@@ -221,6 +222,8 @@ def _run_global(name: str, run: RunState) -> CheckResult:
             return storagebench_check(run.work_root, limit, run.results_dir)
         if name == "checksum_simd":
             return checksum_simd_check(run, limit)
+        if name == "fault_guard":
+            return fault_guard_check(run, limit)
         raise ValueError(f"unknown global check {name}")
 
     return run_one(name, None, limit, body)

@@ -16,9 +16,9 @@
  *   - nvmpf_drain(), nvmpf_get_stats() and nvmpf_get_info() may be called by
  *     any thread, but not concurrently with nvmpf_destroy().
  *   - Helpers block all signals, never allocate and never use stdio.  They
- *     call into the host program only through nvmpf_config.job_done, if it
- *     is set: after the faults of a job's range were taken without error
- *     (see nvmpf_job_fn for what such a hook may do).
+ *     call into the host program only through nvmpf_config.job_hook, if it
+ *     is set: before they take a job's faults (see nvmpf_job_fn for what
+ *     such a hook may do).
  *   - The library has no global state, installs no signal handlers and no
  *     atexit handlers, so it can be used in processes that fork (create the
  *     pool after fork, in the process that uses it).
@@ -49,7 +49,9 @@ extern "C" {
 #endif
 
 #define NVMPF_VERSION_MAJOR 0
-#define NVMPF_VERSION_MINOR 2	/* 0.2: nvmpf_config.job_done, job_arg (soname .so.1) */
+#define NVMPF_VERSION_MINOR 3	/* 0.2: nvmpf_config.job_done, job_arg (soname .so.1);
+				   0.3: the hook is job_hook, called before the
+				   faults, returns int (soname .so.2) */
 
 /* Upper bound on helper threads per pool (and size of per-helper arrays). */
 #define NVMPF_MAX_HELPERS 32
@@ -136,19 +138,27 @@ typedef void (*nvmpf_log_fn)(void *arg, const char *msg);
 NVMPF_API void nvmpf_log_discard(void *arg, const char *msg);
 
 /*
- * Job hook (nvmpf_config.job_done): called by a first-stage helper after it
- * took the page faults of job number seq, [addr, addr + len), without error,
- * and prefetched it, unless the job was retired or the pool is stopping.
- * Runs in the helper thread, with all signals blocked, possibly in several
- * helpers at once (for different jobs): it must be thread-safe, must not
- * allocate, log, take locks the owner may hold or block, and must not load
- * through [addr, addr + len) either (the owner may unmap it at any moment;
- * read it with a system call that reports errors, e.g. process_vm_readv()).
- * Its results travel back to the owner through memory the owner gave it
- * (job_arg), published with release semantics.
+ * Job hook (nvmpf_config.job_hook): called by a first-stage helper for job
+ * number seq, [addr, addr + len), when it is about to process it (not for
+ * jobs retired before, nor while the pool stops), before it takes the
+ * range's faults.  Returns nonzero if the hook brought the range in itself
+ * -- took its faults and read it, e.g. with process_vm_readv(), which
+ * faults pages in and reports an unmapped range as an error -- so that the
+ * helper neither faults nor prefetches it again; 0 to let the helper fault
+ * and prefetch the range as configured (pool mode).  Runs in the helper
+ * thread, with all signals blocked, possibly in several helpers at once
+ * (for different jobs): it must be thread-safe, must not allocate, log,
+ * take locks the owner may hold or block, may use at most
+ * NVMPF_HOOK_STACK bytes of stack, and must not load through
+ * [addr, addr + len) (the owner may unmap it at any moment).  Its results
+ * travel back to the owner through memory the owner gave it (job_arg),
+ * published with release semantics.
  */
-typedef void (*nvmpf_job_fn)(void *arg, const void *addr, size_t len,
-			     uint64_t seq);
+typedef int (*nvmpf_job_fn)(void *arg, const void *addr, size_t len,
+			    uint64_t seq);
+
+/* Stack a job hook may use (helpers are created with more than this). */
+#define NVMPF_HOOK_STACK (256u * 1024u)
 
 /* Pool configuration.  Always initialise with nvmpf_config_init(). */
 typedef struct nvmpf_config {
@@ -175,7 +185,7 @@ typedef struct nvmpf_config {
 	void *log_arg;
 	const char *sysfs_cpu_dir;/* NULL = "/sys/devices/system/cpu" (tests
 				     point this at a fake topology) */
-	nvmpf_job_fn job_done;    /* NULL = none; see nvmpf_job_fn */
+	nvmpf_job_fn job_hook;    /* NULL = none; see nvmpf_job_fn */
 	void *job_arg;            /* its first argument */
 } nvmpf_config;
 
@@ -203,7 +213,8 @@ typedef struct nvmpf_helper_stats {
 	uint64_t jobs;            /* jobs completed */
 	uint64_t skipped;         /* jobs retired before or while processed */
 	uint64_t bytes;           /* sum of their lengths (completed jobs) */
-	uint64_t pages;           /* pages touched (FAULT) or populated */
+	uint64_t pages;           /* pages touched (FAULT) or populated, or
+				     brought in by the job hook */
 	uint64_t lines;           /* cache lines prefetched */
 	uint64_t busy_ns;         /* wall time spent inside jobs */
 	uint64_t cpu_ns;          /* CPU time (CLOCK_THREAD_CPUTIME_ID of the

@@ -134,7 +134,7 @@ struct nvmpf_pool {
 	size_t page_size;
 	size_t line_size;
 	uint64_t spin_ns;
-	nvmpf_job_fn job_done;          /* host's hook after a job, or NULL */
+	nvmpf_job_fn job_hook;          /* host's hook before a job, or NULL */
 	void *job_arg;
 	pid_t pid;                      /* process that created the pool */
 	bool restore_affinity;          /* PIN_CALLER: restore at destroy */

@@ -48,7 +48,7 @@
 #define STOP_CHECK_PAGES 256u     /* a job checks for destroy this often */
 #define STALE_CHECK_PAGES 1u      /* ... and for retirement this often */
 #define POPULATE_CHUNK (1u << 20) /* bytes per madvise call */
-#define HELPER_STACK (256u * 1024u)
+#define HELPER_STACK (NVMPF_HOOK_STACK + 256u * 1024u)
 
 /* ------------------------------------------------------------------ */
 /* Small utilities                                                      */
@@ -289,8 +289,18 @@ static void run_job(struct nvmpf_helper *h, const struct nvmpf_job *job)
 	uint64_t pages = 0, lines = 0, errors = 0;
 	bool cut = is_stale(p, job);
 
-	if (cut) {
-		/* retired before we started: nothing to do */
+	/* The host's hook first: it may bring the range in itself. */
+	bool hooked = false;
+	if (!cut && p->job_hook && h->stage == 1 &&
+	    !atomic_load_explicit(&p->stop, memory_order_relaxed) &&
+	    p->job_hook(p->job_arg, (const void *)s, job->len, job->seq) != 0) {
+		hooked = true;
+		pages = ((e + ps - 1) & ~(uintptr_t)(ps - 1)) / ps -
+			(s & ~(uintptr_t)(ps - 1)) / ps;
+	}
+
+	if (cut || hooked) {
+		/* retired before we started, or done by the hook */
 	} else if (h->stage == 2) {
 		lines = prefetch_range(s, e, ls, p->stage2_locality);
 	} else if (p->mode & NVMPF_MODE_POPULATE) {
@@ -342,11 +352,6 @@ static void run_job(struct nvmpf_helper *h, const struct nvmpf_job *job)
 			}
 		}
 	}
-
-	/* The host's hook: the range is mapped and was not retired. */
-	if (p->job_done && h->stage == 1 && !cut && errors == 0 &&
-	    !atomic_load_explicit(&p->stop, memory_order_relaxed))
-		p->job_done(p->job_arg, (const void *)s, job->len, job->seq);
 
 	/* M3 hand-off: same job to the stage-2 helper; dropped if full. */
 	if (h->out && !cut) {
@@ -653,7 +658,7 @@ int nvmpf_create(const nvmpf_config *cfg_in, nvmpf_pool **out)
 	p->locality = cfg.locality;
 	p->stage2_locality = cfg.stage2_locality;
 	p->spin_ns = cfg.spin_ns;
-	p->job_done = cfg.job_done;
+	p->job_hook = cfg.job_hook;
 	p->job_arg = cfg.job_arg;
 	long sys_ps = sysconf(_SC_PAGESIZE);
 	p->page_size = cfg.page_size ? cfg.page_size :

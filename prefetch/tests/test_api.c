@@ -691,40 +691,45 @@ static void test_retire_skips_stale_jobs(void)
 	free(buf);
 }
 
-/* The job hook: called once per job that was processed (not retired, not
- * failed), with the job's range and number, in a helper thread; its
- * release store is what the owner acquires. */
+/* The job hook: called once per job about to be processed (not retired),
+ * with the job's range and number, in a helper thread, before the helper
+ * takes the faults; its release store is what the owner acquires.  What it
+ * returns decides whether the helper still faults and prefetches the range. */
 static pthread_t main_thread;
 
 struct hook_seen {
 	_Atomic uint64_t calls;
 	_Atomic uint64_t seq_mask;      /* bit seq set when called for seq */
 	_Atomic int wrong;              /* called with a range not enqueued */
+	_Atomic int handled;            /* what the hook returns */
 	unsigned char *base;
 };
 
-static void job_hook(void *arg, const void *addr, size_t len, uint64_t seq)
+static int job_hook(void *arg, const void *addr, size_t len, uint64_t seq)
 {
 	struct hook_seen *h = arg;
-	if (seq >= 64 || (const unsigned char *)addr != h->base + seq * 4096 ||
-	    len != 4096 || pthread_equal(pthread_self(), main_thread))
+	if (seq >= 64 || (seq < 10 && ((const unsigned char *)addr !=
+				       h->base + seq * 4096 || len != 4096)) ||
+	    pthread_equal(pthread_self(), main_thread))
 		atomic_store(&h->wrong, 1);
 	atomic_fetch_or_explicit(&h->seq_mask, 1ull << seq,
 				 memory_order_relaxed);
 	atomic_fetch_add_explicit(&h->calls, 1, memory_order_release);
+	return atomic_load(&h->handled);
 }
 
 static void test_job_hook(void)
 {
 	unsigned char *buf = page_buf(1 << 20);
 	struct hook_seen seen = { .base = buf };
+	nvmpf_stats st0, st1;
 
 	main_thread = pthread_self();
 	nvmpf_config c;
 	nvmpf_config_init(&c);
 	c.scheme = NVMPF_SCHEME_NONE;
 	c.mode = NVMPF_MODE_POPULATE | NVMPF_MODE_PREFETCH;
-	c.job_done = job_hook;
+	c.job_hook = job_hook;
 	c.job_arg = &seen;
 	nvmpf_pool *p = mkpool(&c);
 	if (!p || !buf)
@@ -738,14 +743,34 @@ static void test_job_hook(void)
 	CHECK_EQ(atomic_load_explicit(&seen.calls, memory_order_acquire), 6);
 	CHECK_EQ(atomic_load(&seen.seq_mask), 0x3f0ull);
 	CHECK_EQ(atomic_load(&seen.wrong), 0);
+	/* the hook said 0: the helper populated and prefetched every page */
+	nvmpf_get_stats(p, &st0);
+	CHECK_EQ(st0.pages_touched, 6);
+	CHECK(st0.lines_prefetched >= 6 * (4096 / 64));
 
-	/* a range madvise() refuses (unmapped): no hook either */
+	/* a range madvise() refuses (unmapped): the hook is called first (it
+	 * is the one that must read safely), then the helper counts the error */
 	void *hole = mmap(NULL, 1 << 20, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS,
 			  -1, 0);
 	munmap(hole, 1 << 20);
 	CHECK_EQ(nvmpf_enqueue(p, hole, 4096), NVMPF_OK);
 	CHECK_EQ(nvmpf_drain(p, 5000000000), NVMPF_OK);
-	CHECK_EQ(atomic_load_explicit(&seen.calls, memory_order_acquire), 6);
+	CHECK_EQ(atomic_load_explicit(&seen.calls, memory_order_acquire), 7);
+	nvmpf_get_stats(p, &st1);
+	CHECK_EQ(st1.fault_errors, st0.fault_errors + 1);
+
+	/* the hook brought the range in itself: the helper neither populates
+	 * nor prefetches it, and counts its pages as brought in */
+	atomic_store(&seen.handled, 1);
+	nvmpf_get_stats(p, &st0);
+	CHECK_EQ(nvmpf_enqueue(p, buf + 32 * 4096, 3 * 4096), NVMPF_OK);
+	CHECK_EQ(nvmpf_drain(p, 5000000000), NVMPF_OK);
+	CHECK_EQ(atomic_load_explicit(&seen.calls, memory_order_acquire), 8);
+	nvmpf_get_stats(p, &st1);
+	CHECK_EQ(st1.lines_prefetched, st0.lines_prefetched);
+	CHECK_EQ(st1.pages_touched, st0.pages_touched + 3);
+	CHECK_EQ(st1.fault_errors, st0.fault_errors);
+	CHECK_EQ(atomic_load(&seen.wrong), 0);
 	nvmpf_destroy(p);
 	free(buf);
 }

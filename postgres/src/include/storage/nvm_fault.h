@@ -32,7 +32,10 @@ extern uint32 nvm_copy_to_mapping(char *map, const void **buffers,
 								  uint32 nblocks);
 extern uint32 nvm_touch_mapping(const char *map, uint32 nblocks);
 
+extern uint32 nvm_helper_copy(void *dst, const char *map, uint32 nblocks);
+
 extern void nvm_fault_init(void);
+extern bool nvm_fault_init_helpers(void);
 extern size_t nvm_os_page_size(void);
 
 #endif							/* NVM_FAULT_H */

@@ -19,9 +19,16 @@
  * range, is not ours: the handler restores the default action and the
  * process dies as it would have without it.
  *
- * The guard is per process and not reentrant (the signal handler is not a
- * place that accesses mappings); helper threads of nvm_prefetch.c never
- * load through a mapping and so never need it.
+ * The guard is per thread and not reentrant (the signal handler is not a
+ * place that accesses mappings).  The backend's thread guards against
+ * SIGBUS only.  Prefetch helper threads (nvm_prefetch.c) read the blocks
+ * they verify through the mapping with nvm_helper_copy(), which also
+ * catches SIGSEGV: the backend may unmap a range at any moment without
+ * waiting for its helpers (docs/storage-engines.md, P2), so a helper's load
+ * may meet an unmapped address.  The SIGSEGV handler is installed only in
+ * processes that start helpers (nvm_fault_init_helpers()); any SIGSEGV that
+ * is not a helper's guarded load gets the action the process had before, as
+ * if the handler had never been there.
  *
  * Portions Copyright (c) 2026, pgnvm developers
  *
@@ -32,6 +39,7 @@
  */
 #include "postgres.h"
 
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <unistd.h>
@@ -39,15 +47,21 @@
 #include "storage/nvm_fault.h"
 
 /*
- * The guarded access in progress: where it resumes on a fault, and the
- * range of addresses it touches.
+ * The guarded access in progress in this thread: where it resumes on a
+ * fault, the range of addresses it touches, and whether SIGSEGV there is
+ * caught too (helper threads only).
  */
-static sigjmp_buf *volatile nvm_fault_jmp = NULL;
-static const char *volatile nvm_fault_lo = NULL;
-static const char *volatile nvm_fault_hi = NULL;
+static __thread sigjmp_buf *volatile nvm_fault_jmp = NULL;
+static __thread const char *volatile nvm_fault_lo = NULL;
+static __thread const char *volatile nvm_fault_hi = NULL;
+static __thread volatile bool nvm_fault_segv = false;
 
 /* our handler is SIGBUS's action in this process */
 static volatile sig_atomic_t nvm_sigbus_installed = false;
+
+/* ... and SIGSEGV's (processes with helpers), with the action it replaced */
+static volatile sig_atomic_t nvm_sigsegv_installed = false;
+static struct sigaction nvm_sigsegv_previous;
 
 static size_t nvm_page_size = 0;
 
@@ -72,6 +86,30 @@ nvm_sigbus_handler(int signo, siginfo_t *info, void *context)
 	signal(SIGBUS, SIG_DFL);
 	if (info->si_code <= 0)
 		raise(SIGBUS);
+}
+
+/*
+ * nvm_sigsegv_handler -- turn a fault inside a helper thread's guarded
+ * range into a siglongjmp() back into nvm_helper_copy().
+ *
+ * Any other SIGSEGV is not ours: put back the action the process had before
+ * nvm_fault_init_helpers() and let the faulting instruction run again (or
+ * re-raise a SIGSEGV sent with kill()), so it meets that action exactly as
+ * it would have without this handler.
+ */
+static void
+nvm_sigsegv_handler(int signo, siginfo_t *info, void *context)
+{
+	const char *addr = (const char *) info->si_addr;
+
+	if (nvm_fault_jmp != NULL && nvm_fault_segv && info->si_code > 0 &&
+		addr >= nvm_fault_lo && addr < nvm_fault_hi)
+		siglongjmp(*nvm_fault_jmp, 1);
+
+	nvm_sigsegv_installed = false;
+	sigaction(SIGSEGV, &nvm_sigsegv_previous, NULL);
+	if (info->si_code <= 0)
+		raise(SIGSEGV);
 }
 
 /*
@@ -104,6 +142,83 @@ nvm_fault_init(void)
 
 		nvm_page_size = sz > 0 ? (size_t) sz : 4096;
 	}
+}
+
+/*
+ * nvm_fault_init_helpers -- before this process starts prefetch helper
+ * threads that read through mappings (nvm_helper_copy()): install the
+ * SIGSEGV handler too, once.  Returns false (errno set) if it cannot be
+ * installed; the helpers must then not load through a mapping.
+ */
+bool
+nvm_fault_init_helpers(void)
+{
+	struct sigaction act;
+
+	nvm_fault_init();
+	if (nvm_sigsegv_installed)
+		return true;
+	memset(&act, 0, sizeof(act));
+	act.sa_sigaction = nvm_sigsegv_handler;
+	act.sa_flags = SA_SIGINFO | SA_NODEFER;
+	sigemptyset(&act.sa_mask);
+	if (sigaction(SIGSEGV, &act, &nvm_sigsegv_previous) != 0)
+		return false;
+	nvm_sigsegv_installed = true;
+	return true;
+}
+
+/*
+ * nvm_helper_copy -- in a prefetch helper thread: copy nblocks blocks from
+ * the mapping at map into dst, stopping at a SIGBUS (file cut short) or a
+ * SIGSEGV (range unmapped) at an address of the blocks.  Returns the number
+ * of blocks copied whole.  Needs nvm_fault_init_helpers() to have succeeded
+ * in the process.  The thread's SIGBUS and SIGSEGV are unblocked here, once
+ * (libnvmprefetch starts helpers with every signal blocked, and a fault
+ * whose signal is blocked kills the process); both are synchronous, so no
+ * signal meant for the backend's thread reaches a helper but these
+ * (a SIGBUS or SIGSEGV sent with kill() kills the process, as it would
+ * anyway).  No allocation, no elog: it runs outside PostgreSQL's world.
+ */
+uint32
+nvm_helper_copy(void *dst, const char *map, uint32 nblocks)
+{
+	static __thread bool unblocked = false;
+	sigjmp_buf	jmp;
+	volatile uint32 done = 0;
+
+	if (!nvm_sigsegv_installed || !nvm_sigbus_installed)
+		return 0;
+	if (!unblocked)
+	{
+		sigset_t	faults;
+
+		sigemptyset(&faults);
+		sigaddset(&faults, SIGBUS);
+		sigaddset(&faults, SIGSEGV);
+		if (pthread_sigmask(SIG_UNBLOCK, &faults, NULL) != 0)
+			return 0;
+		unblocked = true;
+	}
+
+	if (sigsetjmp(jmp, 0) == 0)
+	{
+		nvm_fault_lo = map;
+		nvm_fault_hi = map + (size_t) nblocks * BLCKSZ;
+		nvm_fault_segv = true;
+		nvm_fault_jmp = &jmp;
+
+		while (done < nblocks)
+		{
+			memcpy((char *) dst + (size_t) done * BLCKSZ,
+				   map + (size_t) done * BLCKSZ, BLCKSZ);
+			done = done + 1;
+		}
+	}
+	nvm_fault_jmp = NULL;
+	nvm_fault_segv = false;
+
+	return done;
 }
 
 /*

@@ -36,11 +36,15 @@
  * NvmPrefetchAhead()).  Jobs the stream has overtaken are retired, so a
  * helper that fell behind does not waste time on them.
  *
- * Verification.  With data checksums on, a helper that has faulted a job's
- * blocks in also verifies them (nvm_verify_job(): the checksum and the
- * header checks of PageIsVerified(), on a copy it reads with
- * process_vm_readv()) and publishes a verdict per block in the job's slot
- * of this process's verdict table (Verdicts[]); the read's completion asks
+ * Verification.  With data checksums on, a helper verifies a job's blocks
+ * instead of only prefetching them (nvm_verify_job(): a copy of the job's
+ * blocks, read through the mapping under the thread's fault guard, takes
+ * the page faults and brings the bytes into the caches, then the checksum
+ * and the header checks of
+ * PageIsVerified() run on the copy) and publishes a verdict per block in
+ * the job's slot of this process's verdict table (Verdicts[]); a backend
+ * that reaches the last block of a job no helper has started yet cancels
+ * it (the helper then skips it and catches up); the read's completion asks
  * for it through the storage manager (NvmPrefetchVerdict()) and verifies
  * the page itself when there is no finished, successful verdict for exactly
  * the bytes it reads, issued in the current verdict epoch (the same
@@ -48,19 +52,22 @@
  * EpochFirstSeq).  Why a verdict is never stale is argued in
  * docs/storage-engines.md (V1-V6) and at each step below.
  *
- * Safety.  Helper threads never load or store through a mapping: madvise()
- * on a range that is not mapped (any more) or lies beyond the end of the
- * file fails with an error code, and a prefetch instruction never faults.
- * So a mapping may be unmapped at any moment (relation closed, truncated,
- * dropped) without waiting for the helpers, and a file cut short cannot
- * raise SIGBUS in a helper.  Helpers block all signals (so every signal is
- * still delivered to the backend's own thread) and call into PostgreSQL
- * only for the verification above (pure computation on their own copy: no
- * elog, no palloc, no shared memory); they are created lazily, on the first
- * redirected read that wants them, in the process that reads (each parallel
- * worker has its own), and joined when the process exits or the settings
- * change.  A backend never waits for them: nvmpf_enqueue() drops a job when
- * the queue is full.
+ * Safety.  Helper threads never store through a mapping, and load through
+ * one only under their thread's fault guard (nvm_helper_copy(): SIGBUS and
+ * SIGSEGV in the range copied make it stop short); otherwise they use
+ * madvise(), which fails with an error code on a range that is not mapped
+ * (any more) or lies beyond the end of the file, and prefetch instructions,
+ * which never fault.  So a mapping may be unmapped at any moment (relation
+ * closed, truncated, dropped) without waiting for the helpers, and a file
+ * cut short cannot kill the process through a helper.  Helpers block every
+ * signal but those two synchronous ones (so every signal sent to the
+ * process is still delivered to the backend's own thread) and call into
+ * PostgreSQL only for the verification above (the guarded copy, then pure
+ * computation on it: no elog, no palloc, no shared memory); they are
+ * created lazily, on the first redirected read that wants them, in the
+ * process that reads (each parallel worker has its own), and joined when
+ * the process exits or the settings change.  A backend never waits for
+ * them: nvmpf_enqueue() drops a job when the queue is full.
  *
  * Portions Copyright (c) 2026, pgnvm developers
  *
@@ -71,7 +78,6 @@
  */
 #include "postgres.h"
 
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <nvmprefetch.h>
@@ -80,6 +86,7 @@
 #include "port/atomics.h"
 #include "storage/bufpage.h"
 #include "storage/checksum.h"
+#include "storage/nvm_fault.h"
 #include "storage/ipc.h"
 #include "storage/nvm_prefetch.h"
 #include "storage/nvm_stats.h"
@@ -119,6 +126,7 @@ static nvmpf_pool *HelperPool = NULL;
 static uint64 PoolGeneration = 0;	/* MappingGeneration it was made for */
 static uint64 FailedGeneration = 0; /* creation failed for this one */
 static bool ExitHookRegistered = false;
+static bool GuardFailureLogged = false;
 static char PoolMessage[320];
 
 /* the access pattern: last redirected read and how far we handed out */
@@ -143,13 +151,15 @@ static int	PendingCount = 0;
  * seq % NVM_VERDICT_SLOTS for job number seq of this process's pool.
  *
  * state is the only field both sides write: the job's number and its
- * phase, (seq << 2) | phase.  The backend claims a slot for the job it is
- * about to enqueue (any phase but RUNNING -> seq QUEUED, compare-and-swap),
- * then fills addr .. wgen and enqueues the job (the queue's release makes
- * them visible to the helper that dequeues it).  That helper moves the slot
- * from seq QUEUED to seq RUNNING (compare-and-swap: it fails if the slot has
- * been claimed for a later job meanwhile, and then nothing is written),
- * writes blocks[], and publishes seq DONE with a release barrier.  The
+ * phase, ((seq + 1) << 2) | phase.  The backend claims a slot for the job it
+ * is about to enqueue (any phase but RUNNING -> seq QUEUED, compare-and-
+ * swap), then fills addr .. wgen and enqueues the job (the queue's release
+ * makes them visible to the helper that dequeues it).  That helper moves the
+ * slot from seq QUEUED to seq RUNNING (compare-and-swap: it fails if the
+ * slot has been claimed for a later job meanwhile, or the backend cancelled
+ * the job -- seq QUEUED -> seq FREE, compare-and-swap, when it has read the
+ * job's last block before any helper started it -- and then nothing is
+ * written), writes blocks[], and publishes seq DONE with a release barrier.  The
  * backend reads blocks[] only after reading seq DONE (then a read barrier):
  * nobody writes them again until the backend itself claims the slot for
  * another job.  live is the backend's own: false once the mapping the job
@@ -162,11 +172,12 @@ static int	PendingCount = 0;
  */
 #define NVM_VERDICT_SLOTS	256 /* more than the queue's 255 jobs */
 
-#define NVM_VERDICT_FREE	0
+#define NVM_VERDICT_FREE	0		/* with the job's number: cancelled */
 #define NVM_VERDICT_QUEUED	1
 #define NVM_VERDICT_RUNNING	2
 #define NVM_VERDICT_DONE	3
-#define NVM_VERDICT_STATE(seq, phase)	(((seq) << 2) | (phase))
+/* seq + 1: state 0 (an unused slot) names no job, not even job 0 */
+#define NVM_VERDICT_STATE(seq, phase)	((((seq) + 1) << 2) | (phase))
 
 typedef struct NvmVerdictBlock
 {
@@ -192,19 +203,21 @@ typedef struct NvmVerdict
 
 static NvmVerdict *Verdicts = NULL; /* this pool's, or NULL */
 static uint64 NextSeq = 0;		/* number the pool gives the next job */
-static uint64 VerdictCursor = 0;	/* job whose slot the last lookup used */
-static pid_t HelperPid = 0;		/* for process_vm_readv() in the helpers */
 
 /*
- * The first errno with which a helper could not read a block to verify it,
- * other than EFAULT (the backend let the mapping go: expected), or 0: a
- * system that refuses process_vm_readv() (seccomp, an LSM, a sandbox) would
- * otherwise turn helper verification off without a word.  Said once per
- * process, as a LOG, by the backend (nvm_prefetch_enqueue()).
+ * Where the lookup finds a block's job: by the block's address in the
+ * mapping, the number (+ 1; 0 = none) of the latest job claimed for it.
+ * The backend's own (claims and lookups are the backend's); only a hint:
+ * every test of NvmPrefetchVerdict() is made on the slot itself, so an
+ * entry overwritten by another block's job (a collision) or left by a job
+ * whose slot was reused costs a verification by the backend, never a wrong
+ * verdict.  More entries than the blocks of the jobs a queue can hold
+ * (255 x 16).
  */
-static pg_atomic_uint32 HelperReadErrno;
-static bool HelperReadLogged = false;
-
+#define NVM_VERDICT_INDEX	4096
+#define NVM_VERDICT_HASH(addr) \
+	((((uintptr_t) (addr)) / BLCKSZ) % NVM_VERDICT_INDEX)
+static uint64 VerdictIndex[NVM_VERDICT_INDEX];
 /*
  * The verdict epoch: a verdict is used only in the epoch its job was issued
  * in, i.e. only for jobs numbered [EpochFirstSeq, NextSeq).  A new epoch
@@ -303,7 +316,7 @@ nvm_prefetch_stop(void)
 		Verdicts = NULL;
 	}
 	NextSeq = 0;
-	VerdictCursor = 0;
+	memset(VerdictIndex, 0, sizeof(VerdictIndex));
 	EpochFirstSeq = 0;
 	PendingHead = PendingCount = 0;
 	LastMap = NULL;
@@ -342,64 +355,73 @@ nvm_page_ok(const char *page, BlockNumber blkno)
 }
 
 /*
- * nvm_verify_job -- libnvmprefetch's job hook (nvmpf_config.job_done), in a
- * helper thread, after it faulted in job seq's range without error: verify
- * the job's blocks and publish the verdicts in its slot, if the slot is
- * still the job's (see NvmVerdict).
+ * nvm_verify_job -- libnvmprefetch's job hook (nvmpf_config.job_hook), in a
+ * helper thread, before the helper faults job seq's range in: if the job
+ * is to be verified (its slot is still the job's, queued), read its blocks,
+ * verify them and publish the verdicts in its slot (see NvmVerdict).
+ * Returns 1 if the range needs nothing more from the helper: it was read
+ * whole (the read took the page faults and brought the bytes into the
+ * caches), or the backend cancelled the job (it has read the blocks
+ * already); 0 to let the helper fault and prefetch it (a job that is not
+ * verified, or a range that could not be read whole).
  *
- * The bytes are read with process_vm_readv() on our own process, into a
- * copy on the helper's stack, never by a load through the mapping: the
- * backend may unmap the range at any moment (P2), and the system call then
- * fails with an error code instead of a fault.  The checksum is computed on
- * the copy, so a write-back racing with the copy shows as a failed block,
- * and the header fields recorded are those of the very bytes checked.
+ * The bytes are copied through the mapping with nvm_helper_copy(), which
+ * catches SIGBUS (file cut short) and SIGSEGV (range unmapped): the backend
+ * may unmap the range at any moment (P2), and the copy then stops short
+ * instead of killing the process.  The copy lives on the helper's stack
+ * (libnvmprefetch gives a hook NVMPF_HOOK_STACK bytes).  The checksum is
+ * computed on the copy, so a write-back racing with the copy shows as a
+ * failed block, and the header fields recorded are those of the very bytes
+ * checked.
  */
-static void
+static int
 nvm_verify_job(void *arg, const void *addr, size_t len, uint64 seq)
 {
 	NvmVerdict *v = &((NvmVerdict *) arg)[seq % NVM_VERDICT_SLOTS];
 	uint64		expected = NVM_VERDICT_STATE(seq, NVM_VERDICT_QUEUED);
-	PGAlignedBlock copy;
+	PGAlignedBlock copy[NVM_PREFETCH_JOB_BLOCKS];
+	uint32		copied = 0;
+
+	StaticAssertStmt(sizeof(copy) <= NVMPF_HOOK_STACK / 2,
+					 "a job's copy must fit in a hook's stack");
 
 	/* the slot is the job's, and now ours (a full barrier) */
 	if (!pg_atomic_compare_exchange_u64(&v->state, &expected,
 										NVM_VERDICT_STATE(seq, NVM_VERDICT_RUNNING)))
-		return;
+	{
+		/* cancelled by the backend: it is past the job's blocks */
+		if (expected == NVM_VERDICT_STATE(seq, NVM_VERDICT_FREE))
+			return 1;
+		/* not a job to verify, or its slot went to a later job */
+		return 0;
+	}
+
+	if (v->addr == (const char *) addr &&
+		(size_t) v->nblocks * BLCKSZ == len && len <= sizeof(copy))
+		copied = nvm_helper_copy(copy, v->addr, v->nblocks);
 
 	for (int i = 0; i < v->nblocks; i++)
 	{
-		struct iovec local = {copy.data, BLCKSZ};
-		struct iovec remote = {v->addr + (size_t) i * BLCKSZ, BLCKSZ};
 		NvmVerdictBlock *b = &v->blocks[i];
-
-		ssize_t		got;
+		const char *page = copy[i].data;
 
 		b->checked = b->ok = false;
-		if (v->addr != (const char *) addr ||
-			(size_t) v->nblocks * BLCKSZ != len)
+		/* only blocks copied whole (a copy stops short at a fault) */
+		if (i >= (int) copied)
 			continue;
-		got = process_vm_readv(HelperPid, &local, 1, &remote, 1, 0);
-		if (got != BLCKSZ)
-		{
-			uint32		none = 0;
-
-			if (got < 0 && errno != EFAULT)
-				pg_atomic_compare_exchange_u32(&HelperReadErrno, &none,
-											   (uint32) errno);
-			continue;
-		}
 		/* all-zero (new) pages are valid; the backend has stock's rules */
-		if (PageIsNew((Page) copy.data))
+		if (PageIsNew((Page) page))
 			continue;
 		b->checked = true;
-		b->ok = nvm_page_ok(copy.data, v->blkno + i);
-		b->lsn = PageXLogRecPtrGet(((PageHeader) copy.data)->pd_lsn);
-		b->checksum = ((PageHeader) copy.data)->pd_checksum;
+		b->ok = nvm_page_ok(page, v->blkno + i);
+		b->lsn = PageXLogRecPtrGet(((const PageHeaderData *) page)->pd_lsn);
+		b->checksum = ((const PageHeaderData *) page)->pd_checksum;
 	}
 
 	/* publish: the verdicts before the phase (pairs with the lookup) */
 	pg_write_barrier();
 	pg_atomic_write_u64(&v->state, NVM_VERDICT_STATE(seq, NVM_VERDICT_DONE));
+	return copied == (uint32) v->nblocks ? 1 : 0;
 }
 
 /*
@@ -455,6 +477,8 @@ nvm_verdict_claim(char *addr, BlockNumber blkno, int nblocks, uint64 wgen)
 	v->seq = seq;
 	v->wgen = wgen;
 	v->live = true;
+	for (int i = 0; i < nblocks; i++)
+		VerdictIndex[NVM_VERDICT_HASH(addr + (size_t) i * BLCKSZ)] = seq + 1;
 	return true;
 }
 
@@ -503,15 +527,21 @@ nvm_enqueue_one(nvmpf_pool *pool, char *addr, BlockNumber blkno,
  * as with NVM_VERIFY_NONE).  Runs in a critical section: no allocation, no
  * error.
  *
- * Only the epoch's jobs are walked, from the one whose slot the last lookup
- * used (sequential reads find theirs at once): none at all when no job was
- * issued in this statement yet.
+ * The block's job is found through VerdictIndex (one probe, no walk); a
+ * job of the current epoch that no helper has started yet and whose last
+ * block this is gets cancelled: the backend verifies the page itself, and a
+ * helper behind it skips the job instead of doing work nobody will use.
  */
 NvmVerifyResult
 NvmPrefetchVerdict(const char *addr, BlockNumber blkno, uint64 wgen)
 {
 	uint64		lo;
 	uint64		seq;
+	uint64		state;
+	NvmVerdict *v;
+	const NvmVerdictBlock *b;
+	const PageHeaderData *p;
+	size_t		off;
 
 	if (Verdicts == NULL || wgen == 0)
 		return NVM_VERIFY_NONE;
@@ -520,49 +550,43 @@ NvmPrefetchVerdict(const char *addr, BlockNumber blkno, uint64 wgen)
 	nvm_verdict_epoch();
 	lo = NextSeq > NVM_VERDICT_SLOTS ? NextSeq - NVM_VERDICT_SLOTS : 0;
 	lo = Max(lo, EpochFirstSeq);
-	if (lo >= NextSeq)
+	seq = VerdictIndex[NVM_VERDICT_HASH(addr)];
+	if (seq == 0)
+		return NVM_VERIFY_NONE;
+	seq--;
+	if (seq < lo || seq >= NextSeq)
 		return NVM_VERIFY_NONE;
 
-	seq = VerdictCursor;
-	if (seq < lo || seq >= NextSeq)
-		seq = lo;
-	for (uint64 k = lo; k < NextSeq; k++)
+	/* a slot not claimed for this job holds another one's */
+	v = &Verdicts[seq % NVM_VERDICT_SLOTS];
+	if (v->seq != seq || !v->live || addr < v->addr ||
+		addr >= v->addr + (size_t) v->nblocks * BLCKSZ)
+		return NVM_VERIFY_NONE;
+	off = (size_t) (addr - v->addr);
+	if (off % BLCKSZ != 0 || v->blkno + off / BLCKSZ != blkno ||
+		v->wgen != wgen)
+		return NVM_VERIFY_NONE;
+	state = pg_atomic_read_u64(&v->state);
+	if (state != NVM_VERDICT_STATE(seq, NVM_VERDICT_DONE))
 	{
-		NvmVerdict *v = &Verdicts[seq % NVM_VERDICT_SLOTS];
-		const NvmVerdictBlock *b;
-		size_t		off;
-		const PageHeaderData *p;
-		uint64		jobseq = seq;
-
-		/* next: the following job, wrapping round within the epoch's */
-		if (++seq == NextSeq)
-			seq = lo;
-
-		/* a slot not claimed for this job holds an older one's: skip it */
-		if (v->seq != jobseq || !v->live || addr < v->addr ||
-			addr >= v->addr + (size_t) v->nblocks * BLCKSZ)
-			continue;
-		off = (size_t) (addr - v->addr);
-		if (off % BLCKSZ != 0 || v->blkno + off / BLCKSZ != blkno ||
-			v->wgen != wgen)
-			continue;
-		if (pg_atomic_read_u64(&v->state) !=
-			NVM_VERDICT_STATE(jobseq, NVM_VERDICT_DONE))
-			continue;
-		pg_read_barrier();		/* pairs with the helper's publish */
-		b = &v->blocks[off / BLCKSZ];
-		if (!b->checked)
-			continue;
-		if (!b->ok)
-			return NVM_VERIFY_FAILED;
-		p = (const PageHeaderData *) addr;
-		if (b->checksum != p->pd_checksum ||
-			b->lsn != PageXLogRecPtrGet(p->pd_lsn))
-			continue;
-		VerdictCursor = jobseq;
-		return NVM_VERIFY_OK;
+		/* behind us: cancel it if nothing of it is left to read */
+		if (state == NVM_VERDICT_STATE(seq, NVM_VERDICT_QUEUED) &&
+			off / BLCKSZ == v->nblocks - 1)
+			(void) pg_atomic_compare_exchange_u64(&v->state, &state,
+												  NVM_VERDICT_STATE(seq, NVM_VERDICT_FREE));
+		return NVM_VERIFY_NONE;
 	}
-	return NVM_VERIFY_NONE;
+	pg_read_barrier();			/* pairs with the helper's publish */
+	b = &v->blocks[off / BLCKSZ];
+	if (!b->checked)
+		return NVM_VERIFY_NONE;
+	if (!b->ok)
+		return NVM_VERIFY_FAILED;
+	p = (const PageHeaderData *) addr;
+	if (b->checksum != p->pd_checksum ||
+		b->lsn != PageXLogRecPtrGet(p->pd_lsn))
+		return NVM_VERIFY_NONE;
+	return NVM_VERIFY_OK;
 }
 
 /*
@@ -631,19 +655,28 @@ nvm_prefetch_pool(void)
 	 * where 64-bit atomics are simulated: those take spinlocks, whose
 	 * stuck-lock report is an elog(PANIC), which a helper thread must never
 	 * reach.  There the helpers only prefetch, and the backend verifies.
+	 * Nor where the helpers' fault guard cannot be installed (said once).
 	 */
 	NextSeq = 0;
-	VerdictCursor = 0;
+	memset(VerdictIndex, 0, sizeof(VerdictIndex));
 	EpochFirstSeq = 0;			/* a new table: every slot is of a later job */
 #ifndef PG_HAVE_ATOMIC_U64_SIMULATION
-	Verdicts = MemoryContextAllocZero(TopMemoryContext,
-									  sizeof(NvmVerdict) * NVM_VERDICT_SLOTS);
-	for (int i = 0; i < NVM_VERDICT_SLOTS; i++)
-		pg_atomic_init_u64(&Verdicts[i].state, NVM_VERDICT_FREE);
-	pg_atomic_init_u32(&HelperReadErrno, 0);
-	HelperPid = getpid();
-	cfg.job_done = nvm_verify_job;
-	cfg.job_arg = Verdicts;
+	if (nvm_fault_init_helpers())
+	{
+		Verdicts = MemoryContextAllocZero(TopMemoryContext,
+										  sizeof(NvmVerdict) * NVM_VERDICT_SLOTS);
+		for (int i = 0; i < NVM_VERDICT_SLOTS; i++)
+			pg_atomic_init_u64(&Verdicts[i].state, NVM_VERDICT_FREE);
+		cfg.job_hook = nvm_verify_job;
+		cfg.job_arg = Verdicts;
+	}
+	else if (!GuardFailureLogged)
+	{
+		GuardFailureLogged = true;
+		ereport(LOG,
+				(errmsg("could not install the prefetch helpers' SIGSEGV handler: %m"),
+				 errdetail("Helpers prefetch but verify nothing: the backend verifies every block itself.")));
+	}
 #endif
 
 	rc = nvmpf_create(&cfg, &HelperPool);
@@ -705,15 +738,6 @@ static void
 nvm_prefetch_enqueue(nvmpf_pool *pool, char *map, BlockNumber segbase,
 					 BlockNumber start, BlockNumber end, uint64 wgen)
 {
-	if (unlikely(!HelperReadLogged) && Verdicts != NULL &&
-		pg_atomic_read_u32(&HelperReadErrno) != 0)
-	{
-		HelperReadLogged = true;
-		errno = (int) pg_atomic_read_u32(&HelperReadErrno);
-		ereport(LOG,
-				(errmsg("prefetch helpers cannot read the blocks they prefetch, so they verify none: the backend verifies every block itself"),
-				 errdetail("process_vm_readv() failed: %m")));
-	}
 	while (start < end)
 	{
 		BlockNumber n = Min(end - start, NVM_PREFETCH_JOB_BLOCKS);
