@@ -198,7 +198,7 @@ helper_wild_load(void *arg)
 
 	munmap(map, (size_t) NBLOCKS * BLCKSZ);
 	(void) nvm_helper_copy(copybuf, map, 0);	/* unblocks the faults */
-	return (void *) (uintptr_t) * (volatile char *) map;
+	return (void *) (uintptr_t) *(volatile char *) map;
 }
 
 static void
@@ -288,25 +288,29 @@ case_copy_without_handler(void)
 	_exit(nvm_helper_copy(copybuf, map, NBLOCKS) == 0 ? 0 : 1);
 }
 
-/* a wild SIGSEGV in a helper meets the action the process had before */
+/* a wild load in a helper thread: must not return */
 static void
-case_wild_segv_previous(void)
+wild_load_in_helper(void)
 {
-	signal(SIGSEGV, previous_segv_handler);
 	if (!nvm_fault_init_helpers())
 		_exit(2);
 	(void) in_helper_thread(helper_wild_load);
 	_exit(3);
 }
 
+/* a wild SIGSEGV in a helper meets the action the process had before */
+static void
+case_wild_segv_previous(void)
+{
+	signal(SIGSEGV, previous_segv_handler);
+	wild_load_in_helper();
+}
+
 /* ... which by default ends the process with SIGSEGV */
 static void
 case_wild_segv_default(void)
 {
-	if (!nvm_fault_init_helpers())
-		_exit(2);
-	(void) in_helper_thread(helper_wild_load);
-	_exit(3);
+	wild_load_in_helper();
 }
 
 /* a SIGSEGV sent with kill() is not caught either */
@@ -319,9 +323,13 @@ case_sent_segv(void)
 	_exit(3);
 }
 
-/* the backend's guard: SIGBUS beyond the end of the file is caught */
-static void
-case_backend_sigbus(void)
+/*
+ * The backend's guard (nvm_copy_from_mapping(), in a process that has the
+ * helpers' handler too) after cut() changed the mapped file: returns the
+ * blocks copied, if it returns.
+ */
+static uint32
+backend_copy_after(void (*cut) (int fd, char *map))
 {
 	int			fd;
 	char	   *map = map_file(&fd);
@@ -331,9 +339,28 @@ case_backend_sigbus(void)
 		_exit(2);
 	for (int i = 0; i < NBLOCKS; i++)
 		bufs[i] = copybuf + (size_t) i * BLCKSZ;
+	cut(fd, map);
+	return nvm_copy_from_mapping(bufs, map, NBLOCKS);
+}
+
+static void
+cut_to_7_blocks(int fd, char *map)
+{
 	if (ftruncate(fd, 7 * BLCKSZ) != 0)
 		_exit(4);
-	_exit(nvm_copy_from_mapping(bufs, map, NBLOCKS) == 7 &&
+}
+
+static void
+unmap_all(int fd, char *map)
+{
+	munmap(map, (size_t) NBLOCKS * BLCKSZ);
+}
+
+/* the backend's guard: SIGBUS beyond the end of the file is caught */
+static void
+case_backend_sigbus(void)
+{
+	_exit(backend_copy_after(cut_to_7_blocks) == 7 &&
 		  copied_right(copybuf, 7) ? 0 : 1);
 }
 
@@ -341,16 +368,7 @@ case_backend_sigbus(void)
 static void
 case_backend_segv(void)
 {
-	int			fd;
-	char	   *map = map_file(&fd);
-	void	   *bufs[NBLOCKS];
-
-	if (!nvm_fault_init_helpers())
-		_exit(2);
-	for (int i = 0; i < NBLOCKS; i++)
-		bufs[i] = copybuf + (size_t) i * BLCKSZ;
-	munmap(map, (size_t) NBLOCKS * BLCKSZ);
-	(void) nvm_copy_from_mapping(bufs, map, NBLOCKS);
+	(void) backend_copy_after(unmap_all);
 	_exit(3);
 }
 

@@ -172,7 +172,7 @@ static int	PendingCount = 0;
  */
 #define NVM_VERDICT_SLOTS	256 /* more than the queue's 255 jobs */
 
-#define NVM_VERDICT_FREE	0		/* with the job's number: cancelled */
+#define NVM_VERDICT_FREE	0	/* with the job's number: cancelled */
 #define NVM_VERDICT_QUEUED	1
 #define NVM_VERDICT_RUNNING	2
 #define NVM_VERDICT_DONE	3
@@ -218,6 +218,7 @@ static uint64 NextSeq = 0;		/* number the pool gives the next job */
 #define NVM_VERDICT_HASH(addr) \
 	((((uintptr_t) (addr)) / BLCKSZ) % NVM_VERDICT_INDEX)
 static uint64 VerdictIndex[NVM_VERDICT_INDEX];
+
 /*
  * The verdict epoch: a verdict is used only in the epoch its job was issued
  * in, i.e. only for jobs numbered [EpochFirstSeq, NextSeq).  A new epoch
