@@ -213,7 +213,7 @@ def test_test_list_shows_the_plan(home: Path, capsys: pytest.CaptureFixture) -> 
     assert cli.main(["test", "--configs", "nvm_base_worker,nvm_se2_m1", "--list"]) == 0
     out = capsys.readouterr().out
     assert "configurations (as given):" in out and "nvm_se1" not in out
-    assert "2 configurations x 19 checks + 4 once" in out
+    assert "2 configurations x 19 checks + 5 once" in out
 
 
 def test_list_configs_of_every_job(home: Path, capsys: pytest.CaptureFixture) -> None:

@@ -15,10 +15,11 @@
  *     allocates and makes no system call unless a helper is asleep.
  *   - nvmpf_drain(), nvmpf_get_stats() and nvmpf_get_info() may be called by
  *     any thread, but not concurrently with nvmpf_destroy().
- *   - Helpers block all signals, never allocate and never use stdio.  They
- *     call into the host program only through nvmpf_config.job_hook, if it
- *     is set: before they take a job's faults (see nvmpf_job_fn for what
- *     such a hook may do).
+ *   - Helpers are born with every signal blocked, never allocate and never
+ *     use stdio.  They call into the host program only through
+ *     nvmpf_config.job_hook, if it is set: before they take a job's faults
+ *     (see nvmpf_job_fn for what such a hook may do, including unblocking
+ *     SIGSEGV and SIGBUS in its thread for a fault guard of its own).
  *   - The library has no global state, installs no signal handlers and no
  *     atexit handlers, so it can be used in processes that fork (create the
  *     pool after fork, in the process that uses it).
@@ -141,21 +142,38 @@ NVMPF_API void nvmpf_log_discard(void *arg, const char *msg);
  * Job hook (nvmpf_config.job_hook): called by a first-stage helper for job
  * number seq, [addr, addr + len), when it is about to process it (not for
  * jobs retired before, nor while the pool stops), before it takes the
- * range's faults.  Returns nonzero if the hook brought the range in itself
- * -- took its faults and read it, e.g. with process_vm_readv(), which
- * faults pages in and reports an unmapped range as an error -- so that the
- * helper neither faults nor prefetches it again; 0 to let the helper fault
- * and prefetch the range as configured (pool mode).  Runs in the helper
- * thread, with all signals blocked, possibly in several helpers at once
- * (for different jobs): it must be thread-safe, must not allocate, log,
- * take locks the owner may hold or block, may use at most
- * NVMPF_HOOK_STACK bytes of stack, and must not load through
- * [addr, addr + len) (the owner may unmap it at any moment).  Its results
- * travel back to the owner through memory the owner gave it (job_arg),
- * published with release semantics.
+ * range's faults.  Returns what the helper does with the job next:
+ *
+ *   NVMPF_HOOK_PASS     nothing was done: the helper faults and prefetches
+ *                       the range as configured (pool mode);
+ *   NVMPF_HOOK_DONE     the hook brought the range in itself (took its
+ *                       faults and read it): the helper neither faults nor
+ *                       prefetches it again, and counts the job as done;
+ *   NVMPF_HOOK_SKIP     the job is not worth doing (e.g. the owner has gone
+ *                       past it): the helper drops it, counted as skipped,
+ *                       like a retired job.
+ *
+ * Runs in the helper thread, born with every signal blocked, possibly in
+ * several helpers at once (for different jobs): it must be thread-safe,
+ * must not allocate, log, take locks the owner may hold or block, and may
+ * use at most NVMPF_HOOK_STACK bytes of stack.  The owner may unmap the
+ * range at any moment, so the hook may load through it only if it survives
+ * that: read it with a system call that reports an unmapped range as an
+ * error (process_vm_readv()), or under a fault guard of the host's own, for
+ * which it may unblock the synchronous signals SIGSEGV and SIGBUS in its
+ * thread (and only those: every other signal must keep going to the
+ * owner's threads).  Its results travel back to the owner through memory
+ * the owner gave it (job_arg), published with release semantics.
  */
 typedef int (*nvmpf_job_fn)(void *arg, const void *addr, size_t len,
 			    uint64_t seq);
+
+/* What a job hook returns (see nvmpf_job_fn). */
+enum nvmpf_hook_result {
+	NVMPF_HOOK_PASS = 0,
+	NVMPF_HOOK_DONE = 1,
+	NVMPF_HOOK_SKIP = 2
+};
 
 /* Stack a job hook may use (helpers are created with more than this). */
 #define NVMPF_HOOK_STACK (256u * 1024u)

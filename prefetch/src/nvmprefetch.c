@@ -289,14 +289,19 @@ static void run_job(struct nvmpf_helper *h, const struct nvmpf_job *job)
 	uint64_t pages = 0, lines = 0, errors = 0;
 	bool cut = is_stale(p, job);
 
-	/* The host's hook first: it may bring the range in itself. */
+	/* The host's hook first: it may bring the range in, or drop the job. */
 	bool hooked = false;
 	if (!cut && p->job_hook && h->stage == 1 &&
-	    !atomic_load_explicit(&p->stop, memory_order_relaxed) &&
-	    p->job_hook(p->job_arg, (const void *)s, job->len, job->seq) != 0) {
-		hooked = true;
-		pages = ((e + ps - 1) & ~(uintptr_t)(ps - 1)) / ps -
-			(s & ~(uintptr_t)(ps - 1)) / ps;
+	    !atomic_load_explicit(&p->stop, memory_order_relaxed)) {
+		int r = p->job_hook(p->job_arg, (const void *)s, job->len,
+				    job->seq);
+		if (r == NVMPF_HOOK_SKIP) {
+			cut = true;
+		} else if (r == NVMPF_HOOK_DONE) {
+			hooked = true;
+			pages = ((e + ps - 1) & ~(uintptr_t)(ps - 1)) / ps -
+				(s & ~(uintptr_t)(ps - 1)) / ps;
+		}
 	}
 
 	if (cut || hooked) {

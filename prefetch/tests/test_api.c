@@ -692,37 +692,83 @@ static void test_retire_skips_stale_jobs(void)
 }
 
 /* The job hook: called once per job about to be processed (not retired),
- * with the job's range and number, in a helper thread, before the helper
- * takes the faults; its release store is what the owner acquires.  What it
- * returns decides whether the helper still faults and prefetches the range. */
+ * with the job's range and number, in a helper thread, BEFORE the helper
+ * takes the faults (the hook sees the range's pages not resident yet); its
+ * release store is what the owner acquires.  What it returns decides what
+ * the helper does next: PASS = fault and prefetch as configured, DONE =
+ * nothing more (counted done), SKIP = drop (counted skipped).  The range is
+ * a tmpfs file (memfd) with holes, mapped read-only: a page is resident
+ * (mincore) only once somebody faulted it. */
 static pthread_t main_thread;
 
+#define HOOK_JOBS 16
 struct hook_seen {
 	_Atomic uint64_t calls;
 	_Atomic uint64_t seq_mask;      /* bit seq set when called for seq */
 	_Atomic int wrong;              /* called with a range not enqueued */
-	_Atomic int handled;            /* what the hook returns */
-	unsigned char *base;
+	_Atomic int resident;           /* a page was resident in the hook */
+	_Atomic int result;             /* what the hook returns */
+	const unsigned char *addr[HOOK_JOBS]; /* job seq's range, as enqueued */
+	size_t len[HOOK_JOBS];
+	const unsigned char *file;      /* the memfd's mapping, file_len bytes */
+	size_t file_len;
 };
+
+static bool any_resident(const void *addr, size_t len)
+{
+	unsigned char vec[64];
+	size_t pages = (len + 4095) / 4096;
+	if (pages > sizeof(vec) || mincore((void *)addr, len, vec) != 0)
+		return true;
+	for (size_t i = 0; i < pages; i++)
+		if (vec[i] & 1)
+			return true;
+	return false;
+}
 
 static int job_hook(void *arg, const void *addr, size_t len, uint64_t seq)
 {
 	struct hook_seen *h = arg;
-	if (seq >= 64 || (seq < 10 && ((const unsigned char *)addr !=
-				       h->base + seq * 4096 || len != 4096)) ||
+	if (seq >= HOOK_JOBS || addr != h->addr[seq] || len != h->len[seq] ||
 	    pthread_equal(pthread_self(), main_thread))
 		atomic_store(&h->wrong, 1);
+	else if ((const unsigned char *)addr >= h->file &&
+		 (const unsigned char *)addr < h->file + h->file_len &&
+		 any_resident(addr, len))
+		atomic_store(&h->resident, 1);
 	atomic_fetch_or_explicit(&h->seq_mask, 1ull << seq,
 				 memory_order_relaxed);
 	atomic_fetch_add_explicit(&h->calls, 1, memory_order_release);
-	return atomic_load(&h->handled);
+	return atomic_load(&h->result);
+}
+
+static void hook_enqueue(nvmpf_pool *p, struct hook_seen *h,
+			 const unsigned char *addr, size_t len)
+{
+	uint64_t seq = 0;
+	CHECK_EQ(nvmpf_enqueue_seq(p, addr, len, &seq), NVMPF_OK);
+	if (seq < HOOK_JOBS) {
+		h->addr[seq] = addr;
+		h->len[seq] = len;
+	}
 }
 
 static void test_job_hook(void)
 {
-	unsigned char *buf = page_buf(1 << 20);
-	struct hook_seen seen = { .base = buf };
+	struct hook_seen seen = { .result = NVMPF_HOOK_PASS };
 	nvmpf_stats st0, st1;
+	size_t size = 1 << 20;
+	int fd = (int)syscall(SYS_memfd_create, "nvmpf-hook", 0);
+	if (fd < 0 || ftruncate(fd, (off_t)size) != 0)
+		SKIP("no memfd");
+	const unsigned char *buf = mmap(NULL, size, PROT_READ, MAP_SHARED,
+					fd, 0);
+	CHECK(buf != MAP_FAILED);
+	if (buf == MAP_FAILED)
+		return;
+	CHECK(!any_resident(buf, size / 16)); /* mincore sees holes */
+	seen.file = buf;
+	seen.file_len = size;
 
 	main_thread = pthread_self();
 	nvmpf_config c;
@@ -732,18 +778,21 @@ static void test_job_hook(void)
 	c.job_hook = job_hook;
 	c.job_arg = &seen;
 	nvmpf_pool *p = mkpool(&c);
-	if (!p || !buf)
+	if (!p)
 		return;
 	nvmpf_internal_set_paused(p, 3);
 	for (uint64_t i = 0; i < 10; i++)
-		CHECK_EQ(nvmpf_enqueue(p, buf + i * 4096, 4096), NVMPF_OK);
+		hook_enqueue(p, &seen, buf + i * 4096, 4096);
 	CHECK_EQ(nvmpf_retire(p, 4), NVMPF_OK);     /* jobs 0-3: no hook */
 	nvmpf_internal_set_paused(p, 0);
 	CHECK_EQ(nvmpf_drain(p, 5000000000), NVMPF_OK);
 	CHECK_EQ(atomic_load_explicit(&seen.calls, memory_order_acquire), 6);
 	CHECK_EQ(atomic_load(&seen.seq_mask), 0x3f0ull);
-	CHECK_EQ(atomic_load(&seen.wrong), 0);
-	/* the hook said 0: the helper populated and prefetched every page */
+	/* PASS: the hook ran before the faults, then the helper populated
+	 * and prefetched every page (which mincore now sees) */
+	CHECK_EQ(atomic_load(&seen.resident), 0);
+	CHECK(any_resident(buf + 4 * 4096, 6 * 4096));
+	CHECK(!any_resident(buf, 4 * 4096));        /* retired: untouched */
 	nvmpf_get_stats(p, &st0);
 	CHECK_EQ(st0.pages_touched, 6);
 	CHECK(st0.lines_prefetched >= 6 * (4096 / 64));
@@ -753,24 +802,87 @@ static void test_job_hook(void)
 	void *hole = mmap(NULL, 1 << 20, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS,
 			  -1, 0);
 	munmap(hole, 1 << 20);
-	CHECK_EQ(nvmpf_enqueue(p, hole, 4096), NVMPF_OK);
+	hook_enqueue(p, &seen, hole, 4096);
 	CHECK_EQ(nvmpf_drain(p, 5000000000), NVMPF_OK);
 	CHECK_EQ(atomic_load_explicit(&seen.calls, memory_order_acquire), 7);
 	nvmpf_get_stats(p, &st1);
 	CHECK_EQ(st1.fault_errors, st0.fault_errors + 1);
 
-	/* the hook brought the range in itself: the helper neither populates
-	 * nor prefetches it, and counts its pages as brought in */
-	atomic_store(&seen.handled, 1);
+	/* DONE: the hook brought the range in itself; the helper neither
+	 * populates nor prefetches it, and counts its pages and the job */
+	atomic_store(&seen.result, NVMPF_HOOK_DONE);
 	nvmpf_get_stats(p, &st0);
-	CHECK_EQ(nvmpf_enqueue(p, buf + 32 * 4096, 3 * 4096), NVMPF_OK);
+	hook_enqueue(p, &seen, buf + 32 * 4096, 3 * 4096);
 	CHECK_EQ(nvmpf_drain(p, 5000000000), NVMPF_OK);
 	CHECK_EQ(atomic_load_explicit(&seen.calls, memory_order_acquire), 8);
 	nvmpf_get_stats(p, &st1);
 	CHECK_EQ(st1.lines_prefetched, st0.lines_prefetched);
 	CHECK_EQ(st1.pages_touched, st0.pages_touched + 3);
-	CHECK_EQ(st1.fault_errors, st0.fault_errors);
+	CHECK_EQ(st1.jobs_done, st0.jobs_done + 1);
+	CHECK_EQ(st1.jobs_skipped, st0.jobs_skipped);
+	CHECK(!any_resident(buf + 32 * 4096, 3 * 4096));
+
+	/* SKIP: the job is dropped, counted as skipped, nothing touched */
+	atomic_store(&seen.result, NVMPF_HOOK_SKIP);
+	nvmpf_get_stats(p, &st0);
+	hook_enqueue(p, &seen, buf + 48 * 4096, 2 * 4096);
+	CHECK_EQ(nvmpf_drain(p, 5000000000), NVMPF_OK);
+	CHECK_EQ(atomic_load_explicit(&seen.calls, memory_order_acquire), 9);
+	nvmpf_get_stats(p, &st1);
+	CHECK_EQ(st1.jobs_skipped, st0.jobs_skipped + 1);
+	CHECK_EQ(st1.jobs_done, st0.jobs_done);
+	CHECK_EQ(st1.pages_touched, st0.pages_touched);
+	CHECK_EQ(st1.lines_prefetched, st0.lines_prefetched);
+	CHECK(!any_resident(buf + 48 * 4096, 2 * 4096));
+
 	CHECK_EQ(atomic_load(&seen.wrong), 0);
+	CHECK_EQ(atomic_load(&seen.resident), 0);
+	nvmpf_destroy(p);
+	munmap((void *)buf, size);
+	close(fd);
+}
+
+/* M3: only the first stage calls the hook; a job it drops (SKIP) is not
+ * handed to the second stage, one it brought in (DONE) is */
+static int hook_m3(void *arg, const void *addr, size_t len, uint64_t seq)
+{
+	_Atomic uint64_t *calls = arg;
+	(void)addr;
+	(void)len;
+	atomic_fetch_add(calls, 1);
+	return (seq % 2) ? NVMPF_HOOK_SKIP : NVMPF_HOOK_DONE;
+}
+
+static void test_job_hook_m3(void)
+{
+	if (t_allowed_cpus() < 2)
+		SKIP("needs 2 CPUs for M3's two stages");
+	unsigned char *buf = page_buf(64 * 4096);
+	_Atomic uint64_t calls = 0;
+	nvmpf_config c;
+	nvmpf_config_init(&c);
+	c.scheme = NVMPF_SCHEME_M3;
+	c.log = nvmpf_log_discard;
+	c.job_hook = hook_m3;
+	c.job_arg = &calls;
+	nvmpf_pool *p = mkpool(&c);
+	if (!p || !buf)
+		return;
+	nvmpf_info info;
+	CHECK_EQ(nvmpf_get_info(p, &info), NVMPF_OK);
+	if (info.effective != NVMPF_SCHEME_M3) {
+		nvmpf_destroy(p);
+		free(buf);
+		SKIP("M3 not available here (no SMT sibling)");
+	}
+	for (int i = 0; i < 8; i++)
+		CHECK_EQ(nvmpf_enqueue(p, buf + i * 4096, 4096), NVMPF_OK);
+	CHECK_EQ(nvmpf_drain(p, 5000000000), NVMPF_OK);
+	nvmpf_stats st;
+	nvmpf_get_stats(p, &st);
+	CHECK_EQ(atomic_load(&calls), 8);   /* stage 1 only, once per job */
+	CHECK_EQ(st.jobs_skipped, 4);
+	CHECK_EQ(st.stage2_jobs_done, 4);
 	nvmpf_destroy(p);
 	free(buf);
 }
@@ -1464,6 +1576,7 @@ int main(void)
 	RUN(test_populate_mode);
 	RUN(test_retire_skips_stale_jobs);
 	RUN(test_job_hook);
+	RUN(test_job_hook_m3);
 	RUN(test_wake_only_when_sleeping);
 	RUN(test_destroy_with_pending_jobs);
 	RUN(test_fallback_no_smt);

@@ -33,6 +33,8 @@ extern uint32 nvm_copy_to_mapping(char *map, const void **buffers,
 extern uint32 nvm_touch_mapping(const char *map, uint32 nblocks);
 
 extern uint32 nvm_helper_copy(void *dst, const char *map, uint32 nblocks);
+extern bool nvm_helper_guard_intact(void);
+extern bool nvm_fault_helpers_lost(void);
 
 extern void nvm_fault_init(void);
 extern bool nvm_fault_init_helpers(void);

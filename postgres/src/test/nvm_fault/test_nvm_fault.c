@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -147,26 +148,42 @@ helper_copy_all(void *arg)
 	int			fd;
 	char	   *map = map_file(&fd);
 	uint32		n = nvm_helper_copy(copybuf, map, NBLOCKS);
+	sigset_t	cur;
+	bool		mask_ok;
 
-	return (void *) (uintptr_t) (n == NBLOCKS && copied_right(copybuf, n));
+	/* only the two synchronous signals were unblocked */
+	pthread_sigmask(SIG_BLOCK, NULL, &cur);
+	mask_ok = !sigismember(&cur, SIGBUS) && !sigismember(&cur, SIGSEGV) &&
+		sigismember(&cur, SIGINT) && sigismember(&cur, SIGTERM) &&
+		sigismember(&cur, SIGUSR1) && sigismember(&cur, SIGQUIT) &&
+		sigismember(&cur, SIGALRM);
+	return (void *) (uintptr_t) (n == NBLOCKS && copied_right(copybuf, n) &&
+								 mask_ok);
 }
 
-/* helper: the file is cut in the middle of block 5: 5 blocks, then the same again */
+/*
+ * helper: the file is cut at the first OS page boundary past the middle of
+ * block 5 (with 4 kB pages: in block 5, so 5 blocks are whole; with 64 kB
+ * pages: after block 7): the blocks before the cut, then the same again
+ */
 static void *
 helper_copy_truncated(void *arg)
 {
 	int			fd;
 	char	   *map = map_file(&fd);
+	size_t		ps = (size_t) sysconf(_SC_PAGESIZE);
+	size_t		cut = (5 * BLCKSZ + BLCKSZ / 2 + ps - 1) / ps * ps;
+	uint32		whole = (uint32) (cut / BLCKSZ);
 	uint32		n1,
 				n2,
 				n3;
 
-	if (ftruncate(fd, 5 * BLCKSZ + BLCKSZ / 2) != 0)
+	if (whole >= NBLOCKS || ftruncate(fd, (off_t) cut) != 0)
 		return NULL;
 	n1 = nvm_helper_copy(copybuf, map, NBLOCKS);
 	n2 = nvm_helper_copy(copybuf, map, NBLOCKS);	/* the guard re-arms */
 	n3 = nvm_helper_copy(copybuf, map, 4);	/* and copies what is there */
-	return (void *) (uintptr_t) (n1 == 5 && n2 == 5 && n3 == 4 &&
+	return (void *) (uintptr_t) (n1 == whole && n2 == whole && n3 == 4 &&
 								 copied_right(copybuf, 4));
 }
 
@@ -386,6 +403,133 @@ case_wild_sigbus(void)
 	_exit(*(volatile char *) map);
 }
 
+/* a helper copying in a loop, its thread id published for signals */
+static volatile pid_t looping_tid = 0;
+static char *volatile looping_map = NULL;
+
+static void *
+helper_copy_loop(void *arg)
+{
+	int			fd;
+	char	   *map = map_file(&fd);
+
+	looping_map = map;
+	looping_tid = (pid_t) syscall(SYS_gettid);
+	for (;;)
+		(void) nvm_helper_copy(copybuf, map, NBLOCKS);
+	return NULL;
+}
+
+/*
+ * A SIGSEGV that is not a fault -- queued with sigqueue semantics (si_code
+ * SI_QUEUE) and an si_addr inside the range -- reaches a helper while its
+ * guard is armed: it must end the process, not be taken for a fault.
+ */
+static void
+case_queued_segv_armed(void)
+{
+	pthread_t	t;
+	sigset_t	all,
+				old;
+	siginfo_t	info;
+
+	if (!nvm_fault_init_helpers())
+		_exit(2);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (pthread_create(&t, NULL, helper_copy_loop, NULL) != 0)
+		_exit(93);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	while (looping_tid == 0)
+		usleep(1000);
+	usleep(20000);
+	memset(&info, 0, sizeof(info));
+	info.si_signo = SIGSEGV;
+	info.si_code = SI_QUEUE;
+	info.si_addr = looping_map + BLCKSZ;
+	if (syscall(SYS_rt_tgsigqueueinfo, getpid(), looping_tid, SIGSEGV,
+				&info) != 0)
+		_exit(4);
+	sleep(2);
+	_exit(5);					/* survived: the signal was swallowed */
+}
+
+/*
+ * Two guards at once (the guard state is per thread): a helper copies
+ * ranges that fault (unmapped, then cut short) in a loop while the main
+ * thread copies a valid mapping with the backend's guard; both must live
+ * and count right.
+ */
+static volatile int two_guards_stop = 0;
+static volatile int two_guards_wrong = 0;
+
+static void *
+helper_faulting_loop(void *arg)
+{
+	int			fd1,
+				fd2;
+	char	   *gone = map_file(&fd1);
+	char	   *cut = map_file(&fd2);
+	static char buf[NBLOCKS * BLCKSZ];
+
+	munmap(gone, (size_t) NBLOCKS * BLCKSZ);
+	if (ftruncate(fd2, 0) != 0)
+		two_guards_wrong = 1;
+	while (!two_guards_stop)
+	{
+		if (nvm_helper_copy(buf, gone, NBLOCKS) != 0 ||
+			nvm_helper_copy(buf, cut, NBLOCKS) != 0)
+			two_guards_wrong = 1;
+	}
+	return NULL;
+}
+
+static void
+case_two_guards(void)
+{
+	pthread_t	t;
+	sigset_t	all,
+				old;
+	int			fd;
+	char	   *map = map_file(&fd);
+	static char own[NBLOCKS * BLCKSZ];
+	void	   *bufs[NBLOCKS];
+
+	if (!nvm_fault_init_helpers())
+		_exit(2);
+	for (int i = 0; i < NBLOCKS; i++)
+		bufs[i] = own + (size_t) i * BLCKSZ;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (pthread_create(&t, NULL, helper_faulting_loop, NULL) != 0)
+		_exit(93);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	for (int i = 0; i < 20000; i++)
+	{
+		memset(own, 0, sizeof(own));
+		if (nvm_copy_from_mapping(bufs, map, NBLOCKS) != NBLOCKS ||
+			!copied_right(own, NBLOCKS))
+			_exit(6);
+	}
+	two_guards_stop = 1;
+	pthread_join(t, NULL);
+	_exit(two_guards_wrong ? 7 : 0);
+}
+
+/* a handler installed later (a crash reporter): the helpers must notice */
+static void
+case_handler_replaced(void)
+{
+	bool		before;
+
+	if (!nvm_fault_init_helpers())
+		_exit(2);
+	before = nvm_helper_guard_intact() && !nvm_fault_helpers_lost();
+	signal(SIGSEGV, previous_segv_handler);
+	_exit(before && !nvm_helper_guard_intact() &&
+		  nvm_fault_helpers_lost() ? 0 : 1);
+}
+
 int
 main(void)
 {
@@ -407,6 +551,12 @@ main(void)
 			 case_wild_segv_default, SIGSEGV, 0);
 	run_case("SIGSEGV sent with kill(): process dies of it",
 			 case_sent_segv, SIGSEGV, 0);
+	run_case("SIGSEGV queued to a helper inside its guard: process dies of it",
+			 case_queued_segv_armed, SIGSEGV, 0);
+	run_case("a helper's and the backend's guard at once, per thread",
+			 case_two_guards, 0, 0);
+	run_case("a SIGSEGV handler installed later: the helpers notice",
+			 case_handler_replaced, 0, 0);
 	run_case("backend guard: SIGBUS beyond the end of the file caught",
 			 case_backend_sigbus, 0, 0);
 	run_case("backend guard: SIGSEGV not caught", case_backend_segv,

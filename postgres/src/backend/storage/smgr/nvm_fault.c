@@ -44,12 +44,16 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "port/atomics.h"
 #include "storage/nvm_fault.h"
 
 /*
  * The guarded access in progress in this thread: where it resumes on a
  * fault, the range of addresses it touches, and whether SIGSEGV there is
- * caught too (helper threads only).
+ * caught too (helper threads only).  Thread-local variables are safe to read
+ * in a signal handler here only because this file is linked into the
+ * executable (initial/local-exec TLS, no lazy allocation): it must not move
+ * into a loadable module.
  */
 static __thread sigjmp_buf *volatile nvm_fault_jmp = NULL;
 static __thread const char *volatile nvm_fault_lo = NULL;
@@ -62,6 +66,9 @@ static volatile sig_atomic_t nvm_sigbus_installed = false;
 /* ... and SIGSEGV's (processes with helpers), with the action it replaced */
 static volatile sig_atomic_t nvm_sigsegv_installed = false;
 static struct sigaction nvm_sigsegv_previous;
+
+/* a helper found our handlers replaced (nvm_helper_guard_intact()) */
+static volatile sig_atomic_t nvm_helper_guard_lost = false;
 
 static size_t nvm_page_size = 0;
 
@@ -169,16 +176,62 @@ nvm_fault_init_helpers(void)
 }
 
 /*
+ * nvm_helper_guard_intact -- in a prefetch helper thread, before it copies a
+ * job's blocks: are SIGSEGV's and SIGBUS's actions still our handlers?  Code
+ * loaded later may install its own (a crash reporter, a language runtime);
+ * a helper's fault on a range the backend has just let go (an expected
+ * event, P2) would then go to that handler and end the process.  If either
+ * is not ours, says so to the backend (nvm_fault_helpers_lost()) and
+ * returns false: the helper must not load through the mapping.  Two system
+ * calls per job; a handler replaced between this test and the copy is not
+ * caught.
+ */
+bool
+nvm_helper_guard_intact(void)
+{
+	struct sigaction cur;
+
+	if (!nvm_sigsegv_installed || !nvm_sigbus_installed)
+		return false;
+	if (sigaction(SIGSEGV, NULL, &cur) != 0 ||
+		!(cur.sa_flags & SA_SIGINFO) ||
+		cur.sa_sigaction != nvm_sigsegv_handler ||
+		sigaction(SIGBUS, NULL, &cur) != 0 ||
+		!(cur.sa_flags & SA_SIGINFO) ||
+		cur.sa_sigaction != nvm_sigbus_handler)
+	{
+		nvm_helper_guard_lost = true;
+		return false;
+	}
+	return true;
+}
+
+/*
+ * nvm_fault_helpers_lost -- has a helper of this process found the fault
+ * guard's handlers replaced (so that its helpers verify nothing)?
+ */
+bool
+nvm_fault_helpers_lost(void)
+{
+	return nvm_helper_guard_lost;
+}
+
+/*
  * nvm_helper_copy -- in a prefetch helper thread: copy nblocks blocks from
  * the mapping at map into dst, stopping at a SIGBUS (file cut short) or a
  * SIGSEGV (range unmapped) at an address of the blocks.  Returns the number
  * of blocks copied whole.  Needs nvm_fault_init_helpers() to have succeeded
- * in the process.  The thread's SIGBUS and SIGSEGV are unblocked here, once
+ * in the process (and nvm_helper_guard_intact() to say the handlers are
+ * still ours).  The thread's SIGBUS and SIGSEGV are unblocked here, once
  * (libnvmprefetch starts helpers with every signal blocked, and a fault
- * whose signal is blocked kills the process); both are synchronous, so no
- * signal meant for the backend's thread reaches a helper but these
- * (a SIGBUS or SIGSEGV sent with kill() kills the process, as it would
- * anyway).  No allocation, no elog: it runs outside PostgreSQL's world.
+ * whose signal is blocked kills the process); every other signal stays
+ * blocked, so signals meant for the backend still reach only its thread
+ * (a SIGBUS or SIGSEGV sent with kill() may land on a helper: it is not a
+ * fault at a guarded address, so it ends the process, as it would anyway).
+ * No allocation, no elog: it runs outside PostgreSQL's world.
+ *
+ * The compiler barriers keep the copy's loads inside the window in which
+ * the guard is armed, and the count of a block after its copy.
  */
 uint32
 nvm_helper_copy(void *dst, const char *map, uint32 nblocks)
@@ -207,14 +260,17 @@ nvm_helper_copy(void *dst, const char *map, uint32 nblocks)
 		nvm_fault_hi = map + (size_t) nblocks * BLCKSZ;
 		nvm_fault_segv = true;
 		nvm_fault_jmp = &jmp;
+		pg_compiler_barrier();
 
 		while (done < nblocks)
 		{
 			memcpy((char *) dst + (size_t) done * BLCKSZ,
 				   map + (size_t) done * BLCKSZ, BLCKSZ);
+			pg_compiler_barrier();
 			done = done + 1;
 		}
 	}
+	pg_compiler_barrier();
 	nvm_fault_jmp = NULL;
 	nvm_fault_segv = false;
 
@@ -255,13 +311,16 @@ nvm_guarded(const void *lo, size_t len, uint32 nunits,
 		nvm_fault_lo = (const char *) lo;
 		nvm_fault_hi = (const char *) lo + len;
 		nvm_fault_jmp = &jmp;
+		pg_compiler_barrier();
 
 		while (done < nunits)
 		{
 			step(arg, done);
+			pg_compiler_barrier();
 			done = done + 1;
 		}
 	}
+	pg_compiler_barrier();
 	nvm_fault_jmp = NULL;
 
 	return done;

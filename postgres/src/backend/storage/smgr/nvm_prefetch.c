@@ -127,6 +127,7 @@ static uint64 PoolGeneration = 0;	/* MappingGeneration it was made for */
 static uint64 FailedGeneration = 0; /* creation failed for this one */
 static bool ExitHookRegistered = false;
 static bool GuardFailureLogged = false;
+static bool GuardLostLogged = false;
 static char PoolMessage[320];
 
 /* the access pattern: last redirected read and how far we handed out */
@@ -206,7 +207,9 @@ static uint64 NextSeq = 0;		/* number the pool gives the next job */
 
 /*
  * Where the lookup finds a block's job: by the block's address in the
- * mapping, the number (+ 1; 0 = none) of the latest job claimed for it.
+ * mapping (Fibonacci hashing of the block's address, so that the same block
+ * numbers of mappings 1 GB apart do not share entries), the number (+ 1;
+ * 0 = none) of the latest job claimed for it.
  * The backend's own (claims and lookups are the backend's); only a hint:
  * every test of NvmPrefetchVerdict() is made on the slot itself, so an
  * entry overwritten by another block's job (a collision) or left by a job
@@ -216,7 +219,8 @@ static uint64 NextSeq = 0;		/* number the pool gives the next job */
  */
 #define NVM_VERDICT_INDEX	4096
 #define NVM_VERDICT_HASH(addr) \
-	((((uintptr_t) (addr)) / BLCKSZ) % NVM_VERDICT_INDEX)
+	((uint32) (((uint64) (uintptr_t) (addr) / BLCKSZ * \
+				UINT64CONST(0x9E3779B97F4A7C15)) >> 52))
 static uint64 VerdictIndex[NVM_VERDICT_INDEX];
 
 /*
@@ -360,31 +364,28 @@ nvm_page_ok(const char *page, BlockNumber blkno)
  * helper thread, before the helper faults job seq's range in: if the job
  * is to be verified (its slot is still the job's, queued), read its blocks,
  * verify them and publish the verdicts in its slot (see NvmVerdict).
- * Returns 1 if the range needs nothing more from the helper: it was read
- * whole (the read took the page faults and brought the bytes into the
- * caches), or the backend cancelled the job (it has read the blocks
- * already); 0 to let the helper fault and prefetch it (a job that is not
- * verified, or a range that could not be read whole).
+ * Returns NVMPF_HOOK_DONE if the range was read whole (the reads took the
+ * page faults and brought the bytes into the caches: nothing more to do),
+ * NVMPF_HOOK_SKIP if the backend cancelled the job (it has read the blocks
+ * already), NVMPF_HOOK_PASS to let the helper fault and prefetch the range
+ * (a job that is not verified, or a range that could not be read whole).
  *
- * The bytes are copied through the mapping with nvm_helper_copy(), which
+ * Each block is copied through the mapping with nvm_helper_copy(), which
  * catches SIGBUS (file cut short) and SIGSEGV (range unmapped): the backend
  * may unmap the range at any moment (P2), and the copy then stops short
- * instead of killing the process.  The copy lives on the helper's stack
- * (libnvmprefetch gives a hook NVMPF_HOOK_STACK bytes).  The checksum is
- * computed on the copy, so a write-back racing with the copy shows as a
- * failed block, and the header fields recorded are those of the very bytes
- * checked.
+ * instead of killing the process.  Nothing is loaded through the mapping if
+ * the fault guard's handlers are not ours any more
+ * (nvm_helper_guard_intact()).  The checksum is computed on the copy, so a
+ * write-back racing with the copy shows as a failed block, and the header
+ * fields recorded are those of the very bytes checked.
  */
 static int
 nvm_verify_job(void *arg, const void *addr, size_t len, uint64 seq)
 {
 	NvmVerdict *v = &((NvmVerdict *) arg)[seq % NVM_VERDICT_SLOTS];
 	uint64		expected = NVM_VERDICT_STATE(seq, NVM_VERDICT_QUEUED);
-	PGAlignedBlock copy[NVM_PREFETCH_JOB_BLOCKS];
-	uint32		copied = 0;
-
-	StaticAssertStmt(sizeof(copy) <= NVMPF_HOOK_STACK / 2,
-					 "a job's copy must fit in a hook's stack");
+	PGAlignedBlock copy;
+	bool		whole;
 
 	/* the slot is the job's, and now ours (a full barrier) */
 	if (!pg_atomic_compare_exchange_u64(&v->state, &expected,
@@ -392,37 +393,39 @@ nvm_verify_job(void *arg, const void *addr, size_t len, uint64 seq)
 	{
 		/* cancelled by the backend: it is past the job's blocks */
 		if (expected == NVM_VERDICT_STATE(seq, NVM_VERDICT_FREE))
-			return 1;
+			return NVMPF_HOOK_SKIP;
 		/* not a job to verify, or its slot went to a later job */
-		return 0;
+		return NVMPF_HOOK_PASS;
 	}
 
-	if (v->addr == (const char *) addr &&
-		(size_t) v->nblocks * BLCKSZ == len && len <= sizeof(copy))
-		copied = nvm_helper_copy(copy, v->addr, v->nblocks);
-
+	whole = v->addr == (const char *) addr &&
+		(size_t) v->nblocks * BLCKSZ == len &&
+		nvm_helper_guard_intact();
 	for (int i = 0; i < v->nblocks; i++)
 	{
 		NvmVerdictBlock *b = &v->blocks[i];
-		const char *page = copy[i].data;
 
 		b->checked = b->ok = false;
 		/* only blocks copied whole (a copy stops short at a fault) */
-		if (i >= (int) copied)
+		if (!whole || nvm_helper_copy(copy.data, v->addr + (size_t) i * BLCKSZ,
+									  1) != 1)
+		{
+			whole = false;
 			continue;
+		}
 		/* all-zero (new) pages are valid; the backend has stock's rules */
-		if (PageIsNew((Page) page))
+		if (PageIsNew((Page) copy.data))
 			continue;
 		b->checked = true;
-		b->ok = nvm_page_ok(page, v->blkno + i);
-		b->lsn = PageXLogRecPtrGet(((const PageHeaderData *) page)->pd_lsn);
-		b->checksum = ((const PageHeaderData *) page)->pd_checksum;
+		b->ok = nvm_page_ok(copy.data, v->blkno + i);
+		b->lsn = PageXLogRecPtrGet(((const PageHeaderData *) copy.data)->pd_lsn);
+		b->checksum = ((const PageHeaderData *) copy.data)->pd_checksum;
 	}
 
 	/* publish: the verdicts before the phase (pairs with the lookup) */
 	pg_write_barrier();
 	pg_atomic_write_u64(&v->state, NVM_VERDICT_STATE(seq, NVM_VERDICT_DONE));
-	return copied == (uint32) v->nblocks ? 1 : 0;
+	return whole ? NVMPF_HOOK_DONE : NVMPF_HOOK_PASS;
 }
 
 /*
@@ -564,19 +567,24 @@ NvmPrefetchVerdict(const char *addr, BlockNumber blkno, uint64 wgen)
 		addr >= v->addr + (size_t) v->nblocks * BLCKSZ)
 		return NVM_VERIFY_NONE;
 	off = (size_t) (addr - v->addr);
-	if (off % BLCKSZ != 0 || v->blkno + off / BLCKSZ != blkno ||
-		v->wgen != wgen)
+	if (off % BLCKSZ != 0)
 		return NVM_VERIFY_NONE;
 	state = pg_atomic_read_u64(&v->state);
 	if (state != NVM_VERDICT_STATE(seq, NVM_VERDICT_DONE))
 	{
-		/* behind us: cancel it if nothing of it is left to read */
+		/*
+		 * Behind us: cancel it if nothing of it is left to read (always safe:
+		 * a cancelled job only loses its verdicts, whatever its write
+		 * generation).
+		 */
 		if (state == NVM_VERDICT_STATE(seq, NVM_VERDICT_QUEUED) &&
 			off / BLCKSZ == v->nblocks - 1)
 			(void) pg_atomic_compare_exchange_u64(&v->state, &state,
 												  NVM_VERDICT_STATE(seq, NVM_VERDICT_FREE));
 		return NVM_VERIFY_NONE;
 	}
+	if (v->blkno + off / BLCKSZ != blkno || v->wgen != wgen)
+		return NVM_VERIFY_NONE;
 	pg_read_barrier();			/* pairs with the helper's publish */
 	b = &v->blocks[off / BLCKSZ];
 	if (!b->checked)
@@ -644,7 +652,11 @@ nvm_prefetch_pool(void)
 			cfg.ncpus = CurrentMapping->ncpus;
 		}
 	}
-	/* fault with madvise() and prefetch: never a load through a mapping */
+
+	/*
+	 * Fault with madvise() and prefetch: the library itself never loads
+	 * through a mapping (the verifying hook does, under its fault guard).
+	 */
 	cfg.mode = NVMPF_MODE_POPULATE | NVMPF_MODE_PREFETCH;
 	cfg.queue_len = 255;
 	cfg.log = nvm_prefetch_log;
@@ -655,8 +667,8 @@ nvm_prefetch_pool(void)
 	 * The helpers' verdicts (used only while data checksums are on).  Not
 	 * where 64-bit atomics are simulated: those take spinlocks, whose
 	 * stuck-lock report is an elog(PANIC), which a helper thread must never
-	 * reach.  There the helpers only prefetch, and the backend verifies.
-	 * Nor where the helpers' fault guard cannot be installed (said once).
+	 * reach.  There the helpers only prefetch, and the backend verifies. Nor
+	 * where the helpers' fault guard cannot be installed (said once).
 	 */
 	NextSeq = 0;
 	memset(VerdictIndex, 0, sizeof(VerdictIndex));
@@ -739,6 +751,14 @@ static void
 nvm_prefetch_enqueue(nvmpf_pool *pool, char *map, BlockNumber segbase,
 					 BlockNumber start, BlockNumber end, uint64 wgen)
 {
+	if (unlikely(!GuardLostLogged) && Verdicts != NULL &&
+		nvm_fault_helpers_lost())
+	{
+		GuardLostLogged = true;
+		ereport(LOG,
+				(errmsg("prefetch helpers found their fault guard replaced by another SIGSEGV or SIGBUS handler, so they verify nothing"),
+				 errdetail("The backend verifies every block itself.")));
+	}
 	while (start < end)
 	{
 		BlockNumber n = Min(end - start, NVM_PREFETCH_JOB_BLOCKS);
@@ -828,8 +848,8 @@ NvmPrefetchRedirected(char *segmap, BlockNumber segbase, BlockNumber segblock,
 	/*
 	 * A read that does not continue forward in the mapping the previous one
 	 * read belongs to another scan (a new read stream, a rescan, another
-	 * relation or segment): it uses no verdict of the jobs issued so far
-	 * (see EpochFirstSeq).  Reads of one stream go forward.
+	 * relation or segment): it uses no verdict of the jobs issued so far (see
+	 * EpochFirstSeq).  Reads of one stream go forward.
 	 */
 	if (LastMap != NULL && (segmap != LastMap || segblock < LastReadEnd))
 		EpochFirstSeq = NextSeq;
