@@ -526,6 +526,7 @@ case_handler_replaced(void)
 		_exit(2);
 	before = nvm_helper_guard_intact() && !nvm_fault_helpers_lost();
 	signal(SIGSEGV, previous_segv_handler);
+	usleep(5000);				/* a helper looks at most once per ms */
 	_exit(before && !nvm_helper_guard_intact() &&
 		  nvm_fault_helpers_lost() ? 0 : 1);
 }

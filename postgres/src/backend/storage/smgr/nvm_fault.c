@@ -42,6 +42,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "port/atomics.h"
@@ -182,17 +183,31 @@ nvm_fault_init_helpers(void)
  * a helper's fault on a range the backend has just let go (an expected
  * event, P2) would then go to that handler and end the process.  If either
  * is not ours, says so to the backend (nvm_fault_helpers_lost()) and
- * returns false: the helper must not load through the mapping.  Two system
- * calls per job; a handler replaced between this test and the copy is not
- * caught.
+ * returns false from then on: the helper must not load through the
+ * mapping.  The two sigaction() reads are made at most once per
+ * NVM_GUARD_CHECK_NS per helper (per job they cost the helper a sixth of
+ * its time on index look-ahead jobs, and it fell behind the backend): a
+ * handler installed later is noticed within that time, and a helper fault
+ * in that window, or between the test and the copy, is not caught.
  */
+#define NVM_GUARD_CHECK_NS	1000000 /* 1 ms */
+
 bool
 nvm_helper_guard_intact(void)
 {
+	static __thread uint64 checked_at = 0;
 	struct sigaction cur;
+	struct timespec now;
+	uint64		now_ns;
 
-	if (!nvm_sigsegv_installed || !nvm_sigbus_installed)
+	if (!nvm_sigsegv_installed || !nvm_sigbus_installed ||
+		nvm_helper_guard_lost)
 		return false;
+	if (clock_gettime(CLOCK_MONOTONIC, &now) != 0)
+		return false;
+	now_ns = (uint64) now.tv_sec * 1000000000 + (uint64) now.tv_nsec;
+	if (checked_at != 0 && now_ns - checked_at < NVM_GUARD_CHECK_NS)
+		return true;
 	if (sigaction(SIGSEGV, NULL, &cur) != 0 ||
 		!(cur.sa_flags & SA_SIGINFO) ||
 		cur.sa_sigaction != nvm_sigsegv_handler ||
@@ -203,6 +218,7 @@ nvm_helper_guard_intact(void)
 		nvm_helper_guard_lost = true;
 		return false;
 	}
+	checked_at = now_ns;
 	return true;
 }
 
