@@ -176,7 +176,7 @@ enum nvmpf_hook_result {
 };
 
 /* Stack a job hook may use (helpers are created with more than this). */
-#define NVMPF_HOOK_STACK (256u * 1024u)
+#define NVMPF_HOOK_STACK (64u * 1024u)
 
 /* Pool configuration.  Always initialise with nvmpf_config_init(). */
 typedef struct nvmpf_config {

@@ -48,7 +48,7 @@
 #define STOP_CHECK_PAGES 256u     /* a job checks for destroy this often */
 #define STALE_CHECK_PAGES 1u      /* ... and for retirement this often */
 #define POPULATE_CHUNK (1u << 20) /* bytes per madvise call */
-#define HELPER_STACK (NVMPF_HOOK_STACK + 256u * 1024u)
+#define HELPER_STACK (256u * 1024u) /* > NVMPF_HOOK_STACK + the helper's own */
 
 /* ------------------------------------------------------------------ */
 /* Small utilities                                                      */

@@ -40,9 +40,9 @@
  * instead of only prefetching them (nvm_verify_job(): a copy of the job's
  * blocks, read through the mapping under the thread's fault guard, takes
  * the page faults and brings the bytes into the caches, then the checksum
- * and the header checks of
- * PageIsVerified() run on the copy) and publishes a verdict per block in
- * the job's slot of this process's verdict table (Verdicts[]); a backend
+ * and the header checks of PageIsVerified() run on the copy) and publishes
+ * a verdict per block in the job's slot of this process's verdict table
+ * (Verdicts[]); a backend
  * that reaches the last block of a job no helper has started yet cancels
  * it (the helper then skips it and catches up); the read's completion asks
  * for it through the storage manager (NvmPrefetchVerdict()) and verifies
@@ -86,8 +86,8 @@
 #include "port/atomics.h"
 #include "storage/bufpage.h"
 #include "storage/checksum.h"
-#include "storage/nvm_fault.h"
 #include "storage/ipc.h"
+#include "storage/nvm_fault.h"
 #include "storage/nvm_prefetch.h"
 #include "storage/nvm_stats.h"
 #include "storage/proc.h"
@@ -160,10 +160,10 @@ static int	PendingCount = 0;
  * slot has been claimed for a later job meanwhile, or the backend cancelled
  * the job -- seq QUEUED -> seq FREE, compare-and-swap, when it has read the
  * job's last block before any helper started it -- and then nothing is
- * written), writes blocks[], and publishes seq DONE with a release barrier.  The
- * backend reads blocks[] only after reading seq DONE (then a read barrier):
- * nobody writes them again until the backend itself claims the slot for
- * another job.  live is the backend's own: false once the mapping the job
+ * written), writes blocks[], and publishes seq DONE with a release barrier.
+ * The backend reads blocks[] only after reading seq DONE (then a read
+ * barrier): nobody writes them again until the backend itself claims the
+ * slot for another job.  live is the backend's own: false once the mapping the job
  * points into has been let go (NvmPrefetchForget()), so that a verdict
  * about whatever is mapped at that address later is never looked at.
  * Slot seq % NVM_VERDICT_SLOTS can hold no other job than seq while seq is
