@@ -11,6 +11,11 @@ Three parts, each on the configuration's cluster:
 * unmappable (root, bindfs): pg_wal on a FUSE file system mounted with direct_io, which
   refuses shared writable mappings: the server does not start, with a FATAL naming the
   directory and the reason; with nvm_wal = file the same pg_wal works.
+* forced on disk: pg_wal on the disk file system of the work directory (no MAP_SYNC there)
+  with PMEM2_FORCE_GRANULARITY=CACHE_LINE: cache flushes alone would leave committed WAL in
+  the page cache, so the server says it also msync()s, and strace of a backend committing
+  (and of the WAL writer) shows an msync() per commit (none before the fix: committed
+  transactions were not durable).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -25,9 +31,10 @@ from typing import Any
 from bench.core import cluster as clu
 from bench.core import counters, osuser
 from bench.testsuite import errmatch, walstats
+from bench.testsuite.checks.strace_check import ptrace_scope, wait_attached
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.model import CheckFailed, CheckSkipped
-from bench.testsuite.proc import is_root
+from bench.testsuite.proc import Background, is_root
 
 FORCE_ENV = "PMEM2_FORCE_GRANULARITY"
 WORKLOAD_ROWS = 20_000
@@ -97,10 +104,17 @@ def _granularity(env: EngineEnv) -> str:
 
 
 def _workload(env: EngineEnv, table: str) -> tuple[str, str]:
-    """The deterministic single-session workload on a fresh table; its WAL range."""
+    """The deterministic single-session workload on a fresh table; its WAL range.
+
+    Both runs start from the same state: a VACUUM of the whole database first removes what
+    earlier work left prunable (else the first run after the cluster's setup prunes a page
+    of the catalogs on access, and logs a full-page image for its hint bits, that the
+    second run finds done), and the CHECKPOINT after it makes every page's next hint-bit
+    change log a full-page image again."""
     with env.server.connect() as c:
         c.execute(f"DROP TABLE IF EXISTS {table}")
         c.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, v text)")
+        c.execute("VACUUM")
         c.execute("CHECKPOINT")
         start = c.execute("SELECT pg_current_wal_insert_lsn()").fetchone()
         c.execute(
@@ -221,7 +235,92 @@ def _unmappable(env: EngineEnv) -> str:
     return f"unmappable pg_wal refused at start: {fatal.split('FATAL:', 1)[1].strip()!r}"
 
 
+def _fs_type(path: Path) -> str:
+    r = subprocess.run(["stat", "-f", "-c", "%T", str(path)], capture_output=True, text=True)
+    return r.stdout.strip()
+
+
+_MSYNC_RE = re.compile(r"\bmsync\(")
+
+
+def _forced_on_disk(env: EngineEnv) -> str:
+    """Forced cache-line granularity on a disk file system: every persist also msync()s."""
+    if shutil.which("strace") is None or (not is_root() and ptrace_scope() >= 1):
+        return "forced granularity on disk: not run (needs strace and ptrace rights)"
+    disk = osuser.ensure_dir(env.workdir / "wal-disk")
+    fstype = _fs_type(disk)
+    if fstype in ("tmpfs", ""):
+        return f"forced granularity on disk: not run (the work directory is on {fstype or '?'})"
+    datadir = env.server.cluster.datadir
+    wal = datadir / "pg_wal"
+    real = datadir / "pg_wal.tmpfs-source"
+    commits = 5
+    env.server.cluster.stop("fast")
+    try:
+        wal.rename(real)
+        shutil.copytree(real, disk, dirs_exist_ok=True)
+        osuser.chown_to_server(disk, recursive=True)
+        wal.symlink_to(disk)
+        offset = env.server.log_offset()
+        env.server.apply(environment={**env.config.environment, FORCE_ENV: "CACHE_LINE"})
+        env.server.cluster.start()
+        started = env.server.log_since(offset)
+        logged = _logged(started)
+        trace_log = env.workdir / "strace-commit.txt"
+        out_log = env.workdir / "strace-commit-stderr.log"
+        with env.server.connect() as c:
+            c.execute("CREATE TABLE wal_forced_disk (a int)")
+            c.execute("SET synchronous_commit = on")
+            # the backend flushes its commits; the WAL writer may flush one first
+            pids = [
+                r[0]
+                for r in c.execute(
+                    "SELECT pid FROM pg_stat_activity "
+                    "WHERE pid = pg_backend_pid() OR backend_type = 'walwriter'"
+                ).fetchall()
+            ]
+            cmd = ["strace", "-f", "-e", "trace=msync", "-o", str(trace_log)]
+            for p in pids:
+                cmd += ["-p", str(p)]
+            st = Background(cmd, log=out_log)
+            try:
+                wait_attached(out_log, pids)
+                for i in range(commits):
+                    c.execute("INSERT INTO wal_forced_disk VALUES (%s)", (i,))
+            finally:
+                st.signal(signal.SIGINT)
+                st.wait(20)
+                st.stop()
+            c.execute("DROP TABLE wal_forced_disk")
+        trace = trace_log.read_text(errors="replace") if trace_log.exists() else ""
+        env.save_artifact(trace_log, "strace-commit.txt")
+    finally:
+        env.server.cluster.stop("immediate")
+        env.server.apply(environment=dict(env.config.environment))
+        if wal.is_symlink():
+            wal.unlink()
+            shutil.rmtree(disk, ignore_errors=True)
+        if real.is_dir() and not wal.exists():
+            real.rename(wal)
+        env.server.cluster.start()
+    line = logged.group(0)
+    if logged.group("gran") != "cache line" or not logged.group("forced"):
+        raise CheckFailed(f"pg_wal on {fstype} with {FORCE_ENV}=CACHE_LINE logged {line!r}")
+    if "then msync()" not in started:
+        raise CheckFailed(
+            f"pg_wal on {fstype}, forced to cache lines: the server does not say it also "
+            f"msync()s (cache flushes alone leave committed WAL in the page cache): {line!r}"
+        )
+    msyncs = len(_MSYNC_RE.findall(trace))
+    if msyncs < commits:
+        raise CheckFailed(
+            f"{commits} commits with pg_wal on {fstype}, forced to cache lines: {msyncs} msync() "
+            f"calls (committed WAL would stay in the page cache):\n{trace[-800:]}"
+        )
+    return f"forced cache lines on {fstype}: {msyncs} msync() for {commits} commits"
+
+
 def wal_pmem(env: EngineEnv, limit: float) -> str:
     if not env.config.writes_wal_pmem:
         raise CheckSkipped("nvm_wal = file here: WAL is written as stock PostgreSQL writes it")
-    return "; ".join((_granularity(env), _waldump(env), _unmappable(env)))
+    return "; ".join((_granularity(env), _waldump(env), _unmappable(env), _forced_on_disk(env)))

@@ -45,6 +45,18 @@
  *	  XLogWrite() returns and WALWriteLock is released.
  *	- byte granularity (eADR): caches are persistent; the fences suffice.
  *
+ * Cache flushes make WAL durable only through a MAP_SYNC mapping (a DAX
+ * file system keeps the file's metadata durable at each write fault).
+ * PMEM2_FORCE_GRANULARITY makes libpmem2 report cache-line (or byte)
+ * granularity for any file, MAP_SYNC or not: on a disk file system the
+ * flushes would then leave committed WAL in the page cache, lost at the
+ * next crash of the machine.  So when the probe at start finds a finer
+ * granularity than page on a file without MAP_SYNC, every persist is also
+ * an msync() of the range (nvm_wal_also_msync), except on tmpfs, whose
+ * pages are the only copy there is (msync() writes nothing back there):
+ * the emulation of PMem's flushes on tmpfs keeps its cost, and a forced
+ * setting on a disk file system keeps WAL durable.
+ *
  * Segment creation, recycling and removal are xlog.c's, unchanged: a new
  * segment is zero-filled (or, with wal_init_zero = off, has its last byte
  * written) and fsync'ed before it is renamed into place, exactly as with
@@ -91,7 +103,9 @@
 #include "postgres.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <libpmem2.h>
@@ -126,6 +140,13 @@ int			NvmWalMappedFd = -1;
  * the single-user backend) and inherited by every child.
  */
 static NvmWalGranularity nvm_wal_granularity = NVM_WAL_GRAN_NONE;
+
+/*
+ * Also msync() after the cache flushes: the granularity is finer than page
+ * but pg_wal's files cannot be mapped with MAP_SYNC and do not live on tmpfs
+ * (see the file header).  Set with nvm_wal_granularity.
+ */
+static bool nvm_wal_also_msync = false;
 
 /* the mapping of this process's open WAL segment */
 typedef struct NvmWalMapping
@@ -208,14 +229,18 @@ NvmWalGranularityName(NvmWalGranularity g)
 
 /* how a persist is done at that granularity, for the log */
 static const char *
-nvm_wal_persist_method(NvmWalGranularity g)
+nvm_wal_persist_method(NvmWalGranularity g, bool also_msync)
 {
 	switch (g)
 	{
 		case NVM_WAL_GRAN_BYTE:
-			return "a fence, no cache flush and no system call";
+			return also_msync ?
+				"a fence, then msync(): the files cannot be mapped with MAP_SYNC, so a fence alone would not make WAL durable" :
+				"a fence, no cache flush and no system call";
 		case NVM_WAL_GRAN_CACHE_LINE:
-			return "cache-line flushes and a fence, no system call";
+			return also_msync ?
+				"cache-line flushes and a fence, then msync(): the files cannot be mapped with MAP_SYNC, so flushes alone would not make WAL durable" :
+				"cache-line flushes and a fence, no system call";
 		case NVM_WAL_GRAN_PAGE:
 			return "msync()";
 		case NVM_WAL_GRAN_NONE:
@@ -254,6 +279,39 @@ nvm_wal_map_fd(int fd, struct pmem2_map **map)
 	pmem2_config_delete(&cfg);
 	pmem2_source_delete(&src);
 	return rc;
+}
+
+/*
+ * nvm_wal_map_sync_ok -- can the file open as fd be mapped with MAP_SYNC
+ * (a DAX file system on persistent memory), so that cache flushes are
+ * enough to make stores through the mapping durable?
+ */
+static bool
+nvm_wal_map_sync_ok(int fd)
+{
+#if defined(MAP_SYNC) && defined(MAP_SHARED_VALIDATE)
+	void	   *addr = mmap(NULL, XLOG_BLCKSZ, PROT_READ | PROT_WRITE,
+							MAP_SHARED_VALIDATE | MAP_SYNC, fd, 0);
+
+	if (addr == MAP_FAILED)
+		return false;
+	(void) munmap(addr, XLOG_BLCKSZ);
+	return true;
+#else
+	return false;
+#endif
+}
+
+/*
+ * nvm_wal_on_tmpfs -- is the file open as fd on tmpfs, where its pages in
+ * memory are all there is and msync() writes nothing back?
+ */
+static bool
+nvm_wal_on_tmpfs(int fd)
+{
+	struct statfs st;
+
+	return fstatfs(fd, &st) == 0 && st.f_type == TMPFS_MAGIC;
 }
 
 /*
@@ -339,6 +397,8 @@ NvmWalStartup(void)
 	nvm_wal_granularity =
 		nvm_wal_from_pmem2(pmem2_map_get_store_granularity(map));
 	pmem2_map_delete(&map);
+	if (nvm_wal_granularity != NVM_WAL_GRAN_PAGE)
+		nvm_wal_also_msync = !nvm_wal_map_sync_ok(fd) && !nvm_wal_on_tmpfs(fd);
 
 	if (pg_pread(fd, readback, sizeof(readback), 0) != sizeof(readback) ||
 		memcmp(readback, pattern, sizeof(pattern)) != 0)
@@ -364,7 +424,8 @@ NvmWalStartup(void)
 					forced ? " (forced by PMEM2_FORCE_GRANULARITY=" : "",
 					forced ? forced : "",
 					forced ? ")" : "",
-					nvm_wal_persist_method(nvm_wal_granularity))));
+					nvm_wal_persist_method(nvm_wal_granularity,
+										   nvm_wal_also_msync))));
 }
 
 /*
@@ -558,7 +619,10 @@ nvm_wal_write(int fd, const char *from, size_t nbytes, off_t offset)
  * finished (XLogWrite() syncs a segment as soon as it is full), so the range
  * lies in this segment.  Page granularity uses msync() directly rather than
  * pmem2's persist function, which abort()s on an error: a failure here is
- * PostgreSQL's PANIC with the file's name, as for a failed fdatasync().
+ * PostgreSQL's PANIC with the file's name, as for a failed fdatasync().  A
+ * finer granularity flushes the cache lines with pmem2's persist function,
+ * followed by the same msync() when the mapping has no MAP_SYNC outside
+ * tmpfs (nvm_wal_also_msync, see the file header).
  * Timed and counted in pg_stat_io as the fsync it replaces.
  */
 void
@@ -587,7 +651,9 @@ nvm_wal_persist(int fd, XLogRecPtr flushed, XLogRecPtr written)
 	start = pgstat_prepare_io_time(track_wal_io_timing);
 	pgstat_report_wait_start(WAIT_EVENT_WAL_SYNC);
 
-	if (nvm_wal_seg.granularity == PMEM2_GRANULARITY_PAGE)
+	if (nvm_wal_seg.granularity != PMEM2_GRANULARITY_PAGE)
+		nvm_wal_seg.persist_fn(nvm_wal_seg.base + from, upto - from);
+	if (nvm_wal_seg.granularity == PMEM2_GRANULARITY_PAGE || nvm_wal_also_msync)
 	{
 		size_t		lo = TYPEALIGN_DOWN(nvm_wal_page_size, from);
 
@@ -604,8 +670,6 @@ nvm_wal_persist(int fd, XLogRecPtr flushed, XLogRecPtr written)
 					 errmsg("could not msync file \"%s\": %m", xlogfname)));
 		}
 	}
-	else
-		nvm_wal_seg.persist_fn(nvm_wal_seg.base + from, upto - from);
 
 	pgstat_report_wait_end();
 	pgstat_count_io_op_time(IOOBJECT_WAL, IOCONTEXT_NORMAL, IOOP_FSYNC,
