@@ -34,11 +34,6 @@ that the backend uses, and verifies itself where no finished, successful one is 
 * ``index range scan, announced``: an index scan over the ~25 heap blocks before the block
   and the block, whose look-ahead (nvm_index_ahead.c) announces the block to the helpers,
   which verify it; with helpers ``helper_verify_failed`` must grow (repeated as above).
-* ``climbing lookups, announced``: a nested loop of point lookups, one row every 1.5 heap
-  blocks from 60 blocks before the block up to the block, in heap order: the inner index
-  scan, rescanned per row, announces the blocks ahead across its rescans
-  (nvm_index_ahead.c, "Across rescans"), the block among them; with helpers
-  ``helper_verify_failed`` must grow (repeated as above).
 
 A third table, as big, is read by probes of the opposite direction: a helper's
 *successful* verdict must not outlive the statement that asked for it (REVIEW-verify.md,
@@ -88,16 +83,8 @@ MUST_FAIL = (
     "long seqscan",
     "long seqscan, backend verifies",
     "index range scan, announced",
-    "climbing lookups, announced",
     *STALE_PROBES,
 )
-#: a nested loop of point lookups (the inner index scan is rescanned for every id)
-LOOKUPS = {
-    **INDEX_ONLY,
-    "enable_hashjoin": "off",
-    "enable_mergejoin": "off",
-    "enable_memoize": "off",
-}
 BIG_ROWS = 60_000  # ~740 blocks (81 rows of ~100 bytes per block)
 BIG_BLOCK = 500  # far into the table: helpers run ahead of a scan that gets there
 #: per-row work that keeps the backend busy while helpers verify the blocks ahead
@@ -174,12 +161,6 @@ def checksum(env: EngineEnv, limit: float) -> str:
         stale_path = env.server.cluster.datadir / stale_relpath
         if stale_path.stat().st_size < (STALE_BLOCK + 100) * BLCKSZ:
             raise CheckFailed(f"cksum_stale has fewer than {STALE_BLOCK + 100} blocks")
-        # lookups from 60 blocks before BIG_BLOCK to its first row, 1.5 blocks apart
-        climb_from = c.execute(
-            f"SELECT id FROM cksum_big WHERE ctid = '({BIG_BLOCK - 60},1)'"
-        ).fetchone()[0]  # type: ignore[index]
-        climb_step = max(1, (big_victim - climb_from) // 40)
-        climb_ids = [*range(climb_from, big_victim, climb_step), big_victim]
         # the partial scan returns the rows before the first of block STALE_STOP
         stale_limit = c.execute(
             f"SELECT id - 1 FROM cksum_stale WHERE ctid = '({STALE_STOP},1)'"
@@ -309,13 +290,6 @@ def checksum(env: EngineEnv, limit: float) -> str:
                 f"WHERE id BETWEEN {big_victim} - 1500 AND {big_victim} + 50 AND {WORK}",
                 "helper_verify_failed",
             ),
-            "climbing lookups, announced": probe_counted(
-                "climbing lookups, announced",
-                LOOKUPS,
-                "SELECT count(*), sum(length(pad)) FROM unnest("
-                f"ARRAY{climb_ids}::int[]) AS k(id) JOIN cksum_big USING (id) WHERE {WORK}",
-                "helper_verify_failed",
-            ),
             "stale verdict, next statement": probe_stale("stale verdict, next statement", False),
             "stale verdict, same transaction": probe_stale("stale verdict, same transaction", True),
         }
@@ -372,7 +346,6 @@ def expect_verifiers(grown: dict[str, dict[str, int]], helpers: bool) -> None:
         "long seqscan",
         "long seqscan, ignore_checksum_failure",
         "index range scan, announced",
-        "climbing lookups, announced",
     ):
         d = grown[name]
         if not helpers:

@@ -10,9 +10,7 @@ the next scan), ``pgnvm_prefetch()`` is compared with ``/proc/<pid>/task``:
 
 * se2 with ``nvm_prefetch = helper`` (the ``se2+helper`` variant), the whole lifecycle:
   - a fresh backend has no helper; point lookups (a nested loop's index scan, rescanned per
-    row: redirected heap fetches read for immediate use) start none and enqueue nothing,
-    also when 1.5 heap blocks apart in shuffled order; in heap order (climbing through the
-    table) the same lookups announce the blocks ahead across rescans: helpers start; an
+    row: redirected heap fetches read for immediate use) start none and enqueue nothing; an
     index range scan over many heap blocks announces the blocks of its next TIDs
     (nvm_index_ahead.c): helpers >= 1, jobs enqueued; its first seq scan enqueues more
     (and they are done), the scheme asked for (M1), and /proc/<pid>/task is exactly the
@@ -45,7 +43,6 @@ crash or restart line in the server log.
 from __future__ import annotations
 
 import contextlib
-import random
 import re
 import threading
 import time
@@ -67,7 +64,6 @@ ROLE = "pgnvm_pf_user"
 SIZE_FACTOR = 4  # table size / shared_buffers
 ROW_BYTES = 134  # heap bytes per row of (id int, pad = 3 md5s): tuple + line pointer
 LOOKUPS = 300  # point lookups (heap fetches: redirected, not prefetched)
-CLIMB_LOOKUPS = 300  # lookups 1.5 heap blocks apart, in heap order and shuffled
 #: a nested loop of point lookups: the inner index scan is rescanned for every id
 POINT_LOOKUPS = (
     f"SELECT count(*), sum(length(pad)) FROM unnest(%s::int[]) AS k(id) JOIN {TABLE} USING (id)"
@@ -395,52 +391,6 @@ def _first_scan(ctx: _Ctx, b: _Backend, what: str) -> str:
 # ---- se2 with helpers
 
 
-def _climbing_lookups(ctx: _Ctx, u: _Backend, p0: nvmstats.PrefetchPool) -> str:
-    """Point lookups whose heap blocks climb through the table 1-2 blocks at a time (outer
-    rows in heap order, as orders probing lineitem in TPC-H) announce the blocks ahead
-    across their rescans (nvm_index_ahead.c, "Across rescans"); the very same lookups in a
-    shuffled order announce nothing and start no helper."""
-    step = max(1, ctx.rows // ctx.blocks) * 3 // 2  # ids 1.5 heap blocks apart
-    ids = list(range(1, ctx.rows, step))[:CLIMB_LOOKUPS]
-    span = (ids[-1] - ids[0]) // max(1, ctx.rows // ctx.blocks)
-    shuffled = list(ids)
-    random.Random(7).shuffle(shuffled)
-    for order, what in ((shuffled, "shuffled"), (ids, "climbing")):
-        _evict(ctx.c)
-        before = counters.read_counters(u.conn)
-        found = u.conn.execute(POINT_LOOKUPS, (order,)).fetchone()[0]  # type: ignore[index]
-        d = counters.delta(before, counters.read_counters(u.conn))
-        if found != len(ids):
-            raise CheckFailed(f"{what} lookups found {found} of {len(ids)} rows")
-        if d["redirects"] < span // 2:
-            raise CheckFailed(
-                f"{len(ids)} {what} lookups over {span} blocks redirected only "
-                f"{d['redirects']} blocks"
-            )
-        p = u.pool()
-        if what == "shuffled":
-            if p.tids != p0.tids or p.jobs_enqueued != p0.jobs_enqueued:
-                raise CheckFailed(
-                    f"{len(ids)} lookups in shuffled order ({d['redirects']} redirects) "
-                    f"prefetched: {p0.describe()} -> {p.describe()}"
-                )
-            continue
-        require_pool(p, f"after {len(ids)} lookups climbing through {span} heap blocks")
-        jobs = p.jobs_enqueued - p0.jobs_enqueued
-        # a run starts after 8 blocks; then the 64 blocks ahead, in jobs of <= 16 blocks
-        if jobs < span // 16 // 2:
-            raise CheckFailed(
-                f"{len(ids)} lookups climbing through {span} heap blocks "
-                f"({d['redirects']} redirects) enqueued only {jobs} jobs: {p.describe()}"
-            )
-        u.threads_are(p.tids, "after the climbing lookups")
-        return (
-            f"{len(ids)} lookups over {span} blocks: shuffled, no job; climbing, "
-            f"{jobs} jobs ({d['redirects']} redirects)"
-        )
-    raise AssertionError("not reached")
-
-
 def _helper_lifecycle(ctx: _Ctx) -> None:
     """A fresh backend, its first scans, disconnect; query cancel and statement_timeout."""
     notes = ctx.notes
@@ -478,8 +428,6 @@ def _helper_lifecycle(ctx: _Ctx) -> None:
     notes.append(
         f"{len(ids)} point lookups ({d['redirects']} redirects): no helper started, no job"
     )
-    notes.append(_climbing_lookups(ctx, u, p0))
-    p0 = u.pool()
     _evict(c)
     before = counters.read_counters(u.conn)
     hi = ctx.rows // 4
@@ -489,17 +437,15 @@ def _helper_lifecycle(ctx: _Ctx) -> None:
         raise CheckFailed(f"the index range scan found {found} of {hi} rows")
     p = u.pool()
     require_pool(p, f"after an index range scan over {d['redirects']} redirected blocks")
-    # blocks, not jobs: heap blocks climbing in order are announced in jobs of up to 16
-    announced = d["prefetch_bytes"] // nvmstats.BLCKSZ
-    if p.jobs_enqueued == p0.jobs_enqueued or announced < d["redirects"] // 4:
+    if p.jobs_enqueued - p0.jobs_enqueued < d["redirects"] // 4:
         raise CheckFailed(
             f"an index range scan ({d['redirects']} redirects) announced only "
-            f"{announced} blocks in {p.jobs_enqueued - p0.jobs_enqueued} jobs: {p.describe()}"
+            f"{p.jobs_enqueued - p0.jobs_enqueued} blocks: {p.describe()}"
         )
     u.threads_are(p.tids, "after the index range scan")
     notes.append(
-        f"index range scan ({d['redirects']} redirects): {announced} blocks announced in "
-        f"{p.jobs_enqueued - p0.jobs_enqueued} jobs, {p.describe()}"
+        f"index range scan ({d['redirects']} redirects): "
+        f"{p.jobs_enqueued - p0.jobs_enqueued} blocks announced, {p.describe()}"
     )
     u.conn.execute("RESET ALL")
     u.conn.execute("SET max_parallel_workers_per_gather = 0")

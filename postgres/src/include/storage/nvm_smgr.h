@@ -107,8 +107,6 @@ extern void NvmSmgrShmemInit(void);
 
 /* index scans' look-ahead: blocknum will be fetched soon (advice) */
 extern void nvm_prefetch_block(SMgrRelation reln, BlockNumber blocknum);
-extern void nvm_prefetch_blocks(SMgrRelation reln, BlockNumber blocknum,
-								BlockNumber nblocks);
 
 /* f_smgr callbacks; those not listed are md.c's own */
 extern void nvm_init(void);

@@ -30,20 +30,6 @@
  * helper threads in every backend for nothing.  Blocks announced recently
  * are not announced again (TIDs of a leaf often share heap blocks).
  *
- * Across rescans.  A nested loop's inner index scan is rescanned for every
- * outer row and fetches one or two heap blocks each time, so the rule above
- * never fires; but when the outer rows come in the order of the inner
- * table's heap (TPC-H's orders and lineitem are both stored by order key:
- * orders scanned in order probe lineitem's l_orderkey index), the heap
- * blocks those lookups fetch climb through the table a few blocks at a
- * time.  So the scan also watches the heap blocks it fetches across its
- * rescans: once NVM_AHEAD_SEQ_AFTER successive new blocks each lay at most
- * NVM_AHEAD_SEQ_GAP blocks after the previous one, the nvm_prefetch_distance
- * blocks after the current one are announced as a range (and the range is
- * extended as the scan climbs, in steps of at least NVM_AHEAD_SEQ_STEP
- * blocks), like a read stream's look-ahead.  Any step back or jump ends it.
- * A lookup, or lookups in random order, never make such a run.
- *
  * Announcing is advice only: it reads no page, pins no buffer, takes no
  * lock, and a wrong announcement (a block the scan then does not fetch)
  * only costs helper time.  Correctness does not depend on it: the fetch
@@ -72,11 +58,6 @@
 #define NVM_AHEAD_AFTER_BLOCKS	4
 /* blocks recently announced by a scan, not announced again */
 #define NVM_AHEAD_RECENT		64
-/* across rescans: a run of this many new blocks, each at most GAP ahead */
-#define NVM_AHEAD_SEQ_AFTER		8
-#define NVM_AHEAD_SEQ_GAP		4
-/* ... is announced ahead in steps of at least this many blocks */
-#define NVM_AHEAD_SEQ_STEP		8
 
 struct NvmIndexAhead
 {
@@ -87,10 +68,6 @@ struct NvmIndexAhead
 	int			next_item;		/* next items[] entry to announce */
 	int			recent_pos;		/* next slot of recent[] */
 	BlockNumber recent[NVM_AHEAD_RECENT];
-	/* across rescans (not reset by NvmIndexAheadReset()) */
-	BlockNumber seq_last;		/* heap block of the previous fetch */
-	int			seq_run;		/* new blocks, each a small step ahead */
-	BlockNumber seq_end;		/* blocks below it were announced (in a run) */
 };
 
 /*
@@ -123,44 +100,6 @@ nvm_ahead_recent(NvmIndexAhead *a, BlockNumber blk)
 }
 
 /*
- * nvm_ahead_climb -- the scan fetches from heap block blk, not the block of
- * its previous fetch (whether rescanned since or not): follow the run of
- * small steps forward, and once it is long enough keep the window blocks
- * after blk announced (see "Across rescans" above), within blk's segment
- * (the one after it may not exist, and mapping it would fail).  seq_end
- * stays 0 outside a run, so that the batch rule skips nothing then.
- */
-static void
-nvm_ahead_climb(NvmIndexAhead *a, IndexScanDesc scan, BlockNumber blk,
-				int window)
-{
-	BlockNumber end;
-
-	if (a->seq_last != InvalidBlockNumber && blk > a->seq_last &&
-		blk - a->seq_last <= NVM_AHEAD_SEQ_GAP)
-		a->seq_run++;
-	else
-	{
-		a->seq_run = 0;
-		a->seq_end = 0;
-	}
-	a->seq_last = blk;
-	if (a->seq_run < NVM_AHEAD_SEQ_AFTER)
-		return;
-
-	/* never beyond blk's segment: the next one may not exist */
-	end = (BlockNumber) Min((uint64) blk + 1 + window,
-							((uint64) blk / RELSEG_SIZE + 1) * RELSEG_SIZE);
-	if (a->seq_end <= blk)
-		a->seq_end = blk + 1;
-	if (end < a->seq_end + Min(NVM_AHEAD_SEQ_STEP, window))
-		return;
-	nvm_prefetch_blocks(RelationGetSmgr(scan->heapRelation), a->seq_end,
-						end - a->seq_end);
-	a->seq_end = end;
-}
-
-/*
  * NvmIndexFetchAhead -- before index_fetch_heap() fetches scan->xs_heaptid:
  * announce the heap blocks of the next items of the btree batch.
  */
@@ -190,14 +129,11 @@ NvmIndexFetchAhead(IndexScanDesc scan)
 			IsCatalogRelation(scan->heapRelation);
 		for (int i = 0; i < NVM_AHEAD_RECENT; i++)
 			a->recent[i] = InvalidBlockNumber;
-		a->seq_last = InvalidBlockNumber;
 		scan->xs_nvm_ahead = a;
 		NvmIndexAheadReset(scan);
 	}
 	if (a->never)
 		return;
-	if (blk != a->seq_last)
-		nvm_ahead_climb(a, scan, blk, window);
 	if (blk != a->last_block)
 	{
 		a->last_block = blk;
@@ -229,8 +165,7 @@ NvmIndexFetchAhead(IndexScanDesc scan)
 		BlockNumber next =
 			ItemPointerGetBlockNumber(&so->currPos.items[a->next_item].heapTid);
 
-		if (next == blk || (next > blk && next < a->seq_end) ||
-			nvm_ahead_recent(a, next))
+		if (next == blk || nvm_ahead_recent(a, next))
 			continue;
 		nvm_prefetch_block(reln, next);
 	}

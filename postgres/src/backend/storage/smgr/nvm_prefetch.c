@@ -130,13 +130,6 @@ static bool GuardFailureLogged = false;
 static bool GuardLostLogged = false;
 static char PoolMessage[320];
 
-/*
- * Announced blocks (NvmPrefetchAhead()) this close behind the read stream's
- * last read are taken to be still in shared buffers (a sequential scan's
- * ring holds 256 kB).
- */
-#define NVM_AHEAD_STREAM_BEHIND	32
-
 /* the access pattern: last redirected read and how far we handed out */
 static char *LastMap = NULL;
 static BlockNumber LastReadEnd = InvalidBlockNumber;
@@ -903,9 +896,7 @@ NvmPrefetchRedirected(char *segmap, BlockNumber segbase, BlockNumber segblock,
  * inline, the backend prefetches the first lines of each (its header and
  * line pointers), which helps only if the page is mapped already (a prefetch
  * of an unmapped page is dropped by the CPU).  Such jobs are not tracked for
- * retiring: nothing overtakes them but the fetch itself.  The blocks must lie
- * in one segment's mapping; they go in jobs of at most
- * NVM_PREFETCH_JOB_BLOCKS.
+ * retiring: nothing overtakes them but the fetch itself.
  */
 void
 NvmPrefetchAhead(char *addr, BlockNumber blkno, BlockNumber nblocks,
@@ -932,46 +923,14 @@ NvmPrefetchAhead(char *addr, BlockNumber blkno, BlockNumber nblocks,
 	pool = nvm_prefetch_pool();
 	if (pool == NULL)
 		return;
-
-	/*
-	 * Blocks this backend's read stream handed out or read just now (the
-	 * mapping it reads, from NVM_AHEAD_STREAM_BEHIND blocks behind its last
-	 * read to PrefetchedEnd) are skipped: an index scan rescanned along a
-	 * sequential scan of the same table (a semi-join of a table with itself)
-	 * would queue them a second time, and the later job would hide the
-	 * earlier one's verdicts (VerdictIndex names the latest job).
-	 */
-	if (LastMap != NULL && addr >= LastMap &&
-		addr < LastMap + (size_t) RELSEG_SIZE * BLCKSZ)
+	Assert(nblocks <= NVM_PREFETCH_JOB_BLOCKS);
+	if (nvm_enqueue_one(pool, addr, blkno, nblocks, wgen, &seq) == NVMPF_OK)
 	{
-		BlockNumber segblock = (BlockNumber) ((addr - LastMap) / BLCKSZ);
-		BlockNumber behind = LastReadEnd > NVM_AHEAD_STREAM_BEHIND ?
-			LastReadEnd - NVM_AHEAD_STREAM_BEHIND : 0;
-
-		if (segblock >= behind && segblock < PrefetchedEnd)
-		{
-			BlockNumber skip = Min(nblocks, PrefetchedEnd - segblock);
-
-			addr += (size_t) skip * BLCKSZ;
-			blkno += skip;
-			nblocks -= skip;
-		}
+		MyNvmStats->prefetch_jobs++;
+		MyNvmStats->prefetch_bytes += (uint64) nblocks * BLCKSZ;
 	}
-	while (nblocks > 0)
-	{
-		BlockNumber n = Min(nblocks, NVM_PREFETCH_JOB_BLOCKS);
-
-		if (nvm_enqueue_one(pool, addr, blkno, n, wgen, &seq) == NVMPF_OK)
-		{
-			MyNvmStats->prefetch_jobs++;
-			MyNvmStats->prefetch_bytes += (uint64) n * BLCKSZ;
-		}
-		else
-			MyNvmStats->prefetch_dropped++;
-		addr += (size_t) n * BLCKSZ;
-		blkno += n;
-		nblocks -= n;
-	}
+	else
+		MyNvmStats->prefetch_dropped++;
 }
 
 /*

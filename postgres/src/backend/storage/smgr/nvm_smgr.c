@@ -791,31 +791,6 @@ nvm_prefetch_block(SMgrRelation reln, BlockNumber blocknum)
 }
 
 /*
- * nvm_prefetch_blocks -- for index scans' look-ahead across rescans
- * (nvm_index_ahead.c): blocks [blocknum, blocknum + nblocks) of reln may be
- * fetched soon.  Clamped to the end of blocknum's segment and to the blocks
- * the segment is known to have (a helper never faults beyond the file);
- * advice only, as nvm_prefetch_block().
- */
-void
-nvm_prefetch_blocks(SMgrRelation reln, BlockNumber blocknum,
-					BlockNumber nblocks)
-{
-	BlockNumber segno = blocknum / ((BlockNumber) RELSEG_SIZE);
-	BlockNumber segblock = blocknum % ((BlockNumber) RELSEG_SIZE);
-	NvmMapping *m;
-
-	if (reln->smgr_which != 1 || nblocks == 0)
-		return;
-	m = nvm_segment(reln, segno, false, true);
-	if (m == NULL || segblock >= m->known_blocks)
-		return;
-	nblocks = Min(nblocks, m->known_blocks - segblock);
-	NvmPrefetchAhead(m->addr + (size_t) segblock * BLCKSZ, blocknum, nblocks,
-					 nvm_write_generation());
-}
-
-/*
  * nvm_map_blocks -- the read-only mapped addresses of blocks [blocknum,
  * blocknum + nblocks) of a main fork, which must lie in one segment, in
  * pages[]; the blocks are faulted in, under the SIGBUS guard.  Returns how
