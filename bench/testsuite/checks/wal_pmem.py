@@ -295,10 +295,15 @@ def _forced_on_disk(env: EngineEnv) -> str:
         trace = trace_log.read_text(errors="replace") if trace_log.exists() else ""
         env.save_artifact(trace_log, "strace-commit.txt")
     finally:
-        env.server.cluster.stop("immediate")
+        env.server.cluster.stop("fast")
         env.server.apply(environment=dict(env.config.environment))
         if wal.is_symlink():
+            # the WAL written meanwhile (up to the shutdown checkpoint) is on the disk: it
+            # goes back in place of the old copy, so that the cluster's WAL stays whole
             wal.unlink()
+            shutil.rmtree(real)
+            shutil.copytree(disk, real)
+            osuser.chown_to_server(real, recursive=True)
             shutil.rmtree(disk, ignore_errors=True)
         if real.is_dir() and not wal.exists():
             real.rename(wal)
