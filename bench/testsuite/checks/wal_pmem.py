@@ -6,8 +6,12 @@ Three parts, each on the configuration's cluster:
   pgnvm_wal() reports the same; restarted with PMEM2_FORCE_GRANULARITY=CACHE_LINE it logs
   and reports "cache line" (forced) and writes WAL through the forced path.
 * waldump: one deterministic single-session workload run with nvm_wal = file, then with
-  nvm_wal = pmem; pg_waldump parses both ranges, and the record counts per record type
-  agree (the bgwriter's timer-driven Standby records aside).
+  nvm_wal = pmem, each on the same copy of the stopped cluster (same transaction ID, OID
+  and WAL position: records written at a counter's boundary, such as the CLOG page zeroed
+  every 32768 transactions, fall in both ranges or in neither; the transaction ID is first
+  moved just before such a boundary, so that the comparison always includes one);
+  pg_waldump parses both ranges, and the record counts per record type agree (the
+  bgwriter's timer-driven Standby records aside).
 * unmappable (root, bindfs): pg_wal on a FUSE file system mounted with direct_io, which
   refuses shared writable mappings: the server does not start, with a FATAL naming the
   directory and the reason; with nvm_wal = file the same pg_wal works.
@@ -104,17 +108,11 @@ def _granularity(env: EngineEnv) -> str:
 
 
 def _workload(env: EngineEnv, table: str) -> tuple[str, str]:
-    """The deterministic single-session workload on a fresh table; its WAL range.
-
-    Both runs start from the same state: a VACUUM of the whole database first removes what
-    earlier work left prunable (else the first run after the cluster's setup prunes a page
-    of the catalogs on access, and logs a full-page image for its hint bits, that the
-    second run finds done), and the CHECKPOINT after it makes every page's next hint-bit
-    change log a full-page image again."""
+    """The deterministic single-session workload on a fresh table; its WAL range. The
+    CHECKPOINT first: no timed checkpoint falls into the range."""
     with env.server.connect() as c:
         c.execute(f"DROP TABLE IF EXISTS {table}")
         c.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, v text)")
-        c.execute("VACUUM")
         c.execute("CHECKPOINT")
         start = c.execute("SELECT pg_current_wal_insert_lsn()").fetchone()
         c.execute(
@@ -150,11 +148,54 @@ def _dump_stats(env: EngineEnv, start: str, end: str, name: str) -> dict[str, in
     return walstats.counts(walstats.parse_stats(ran.output))
 
 
+#: Transactions per CLOG page (BLCKSZ * 4 transactions per byte): crossing a multiple of
+#: this zeroes a new page, logged as CLOG/ZEROPAGE.
+CLOG_XACTS_PER_PAGE = 32768
+#: How far before the next CLOG page boundary the comparison's workload starts: it uses
+#: more transaction IDs than this (SMALL_COMMITS and a few), so it always crosses one.
+BOUNDARY_LEAD = 100
+
+
+def _xact_id(c: Any) -> int:
+    """A new transaction ID (assigned to the statement's own transaction)."""
+    row = c.execute("SELECT pg_current_xact_id()::text::bigint").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _near_clog_boundary(env: EngineEnv) -> int:
+    """Consume transaction IDs until the next one is BOUNDARY_LEAD before a CLOG page
+    boundary; returns that next transaction ID."""
+    with env.server.connect() as c:
+        nxt = _xact_id(c) + 1
+        need = (-BOUNDARY_LEAD - nxt) % CLOG_XACTS_PER_PAGE
+        if need:
+            c.execute("SET synchronous_commit = off")
+            c.execute(
+                f"DO $$ BEGIN FOR i IN 1..{need} LOOP "
+                "PERFORM pg_current_xact_id(); COMMIT; END LOOP; END $$"
+            )
+        nxt = _xact_id(c)
+    return nxt
+
+
 def _waldump(env: EngineEnv) -> str:
-    """Same workload with nvm_wal = file and = pmem: same records, per record type."""
+    """Same workload with nvm_wal = file and = pmem, each on the same copy of the stopped
+    cluster: same records, per record type."""
     stats: dict[str, dict[str, int]] = {}
+    datadir = env.server.cluster.datadir
+    start_copy = datadir.with_name(datadir.name + ".wal-cmp-start")
+    xid = _near_clog_boundary(env)
+    env.server.stop("fast")
+    shutil.rmtree(start_copy, ignore_errors=True)
+    shutil.copytree(datadir, start_copy, symlinks=True)
     try:
         for mode in ("file", "pmem"):
+            if mode != "file":
+                env.server.stop("fast")
+                shutil.rmtree(datadir)
+                shutil.copytree(start_copy, datadir, symlinks=True)
+                osuser.chown_to_server(datadir, recursive=True)
             with env.server.temporary({"nvm_wal": mode, "autovacuum": "off"}):
                 env.server.restart()
                 start, end = _workload(env, f"wal_cmp_{mode}")
@@ -162,12 +203,21 @@ def _waldump(env: EngineEnv) -> str:
                 with env.server.connect() as c:
                     c.execute(f"DROP TABLE wal_cmp_{mode}")
     finally:
+        shutil.rmtree(start_copy, ignore_errors=True)
         env.server.restart()  # the configuration's own settings (nvm_wal = pmem) again
     diff = walstats.differences(stats["file"], stats["pmem"], ("file", "pmem"))
     if diff:
         raise CheckFailed("record counts differ: " + "; ".join(diff))
+    if not stats["pmem"].get("CLOG/ZEROPAGE"):
+        raise CheckFailed(
+            f"the workload started at transaction {xid}, {BOUNDARY_LEAD} before a CLOG page "
+            "boundary, but neither range has a CLOG/ZEROPAGE record"
+        )
     total = sum(stats["pmem"].values())
-    return f"pg_waldump: {total} records of {len(stats['pmem'])} types, file = pmem"
+    return (
+        f"pg_waldump: {total} records of {len(stats['pmem'])} types (a CLOG page boundary "
+        "among them), file = pmem"
+    )
 
 
 def _umount(path: Path) -> None:
