@@ -11,6 +11,15 @@ restarted (cold buffers). Then, with ``pgnvm_stats`` read before and after:
   seq/bitmap scans off) must redirect the heap pages they fetch too (patch 0010): at least
   the number of distinct heap blocks of the looked-up rows, minus the slack.
 
+* (plain se2 only) a pool wider than the views a backend keeps: restarted with
+  shared_buffers = WIDE_SB (more than NVM_VIEW_CHUNKS_KEPT chunks of NVM_VIEW_CHUNK buffers
+  in nvm_buf.c), an index scan over every row of a table of more heap pages than the kept
+  chunks hold fetches them in order from a cold pool, so its views move through chunk after
+  chunk: each one emptied beyond the kept ones is set aside and reused for the next
+  (asserted all-empty in check builds). The answer must be right, about every heap block
+  redirected, and some redirected buffer must lie beyond the kept chunks (else the path
+  was not taken).
+
 base and se1 must show the opposite: ``redirects`` stays 0 and no buffer at all is
 redirected (se1 copies instead: ``mapped_reads`` grows by the misses), which also proves
 that the counter can stay 0 where it must. That no ``read()`` touches the table's files in
@@ -89,6 +98,73 @@ def expect_redirects(
             )
         out += f", mapped_reads+{d['mapped_reads']}"
     return out
+
+
+#: nvm_buf.c: buffers per view chunk (NVM_VIEW_CHUNK) and chunks kept (NVM_VIEW_CHUNKS_KEPT)
+VIEW_CHUNK = 1024
+VIEW_CHUNKS_KEPT = 16
+WIDE_SB = "176MB"  # 22 chunks
+WIDE_TABLE = "redir_wide"
+WIDE_ROW_PAD = 1800  # 4 rows per heap page, not TOASTed
+WIDE_PAGES = 19 * VIEW_CHUNK  # heap pages: more than the kept chunks' buffers
+
+
+def _wide_pool(env: EngineEnv) -> str:
+    """Part 3: an index scan's views through more chunks than a backend keeps."""
+    rows = WIDE_PAGES * 4
+    with env.server.connect() as c:
+        c.execute(f"DROP TABLE IF EXISTS {WIDE_TABLE}")
+        c.execute(
+            f"CREATE TABLE {WIDE_TABLE} (id int PRIMARY KEY, pad text) "
+            "WITH (autovacuum_enabled = off)"
+        )
+        c.execute(
+            f"INSERT INTO {WIDE_TABLE} SELECT g, repeat(chr(65 + mod(g, 26)), {WIDE_ROW_PAD}) "
+            "FROM generate_series(1, %s) g",
+            (rows,),
+        )
+        c.execute(f"VACUUM {WIDE_TABLE}")
+        pages = c.execute(f"SELECT pg_relation_size('{WIDE_TABLE}') / 8192").fetchone()[0]  # type: ignore[index]
+        want = c.execute(f"SELECT count(*), sum(length(pad)) FROM {WIDE_TABLE}").fetchone()
+    if pages < VIEW_CHUNKS_KEPT * VIEW_CHUNK + VIEW_CHUNK:
+        raise CheckFailed(f"{WIDE_TABLE} has {pages} heap pages, too few for part 3")
+    try:
+        with env.server.temporary({"shared_buffers": WIDE_SB}):
+            env.server.restart()  # cold, and wider than the kept chunks
+            with env.server.connect() as c:
+                nvmstats.ensure_extensions(c)
+                _set(c, {**INDEX_ONLY, "enable_indexonlyscan": "off"})
+                before = counters.read_counters(c)
+                got = c.execute(
+                    f"SELECT count(*), sum(length(pad)) FROM {WIDE_TABLE} WHERE id > 0"
+                ).fetchone()
+                d = counters.delta(before, counters.read_counters(c))
+                far = c.execute(
+                    "SELECT count(*) FROM pg_buffercache b JOIN pgnvm_buffers() n "
+                    "USING (bufferid) WHERE n.redirected AND b.bufferid > %s "
+                    "AND b.relfilenode = pg_relation_filenode(%s::regclass)",
+                    (VIEW_CHUNKS_KEPT * VIEW_CHUNK, WIDE_TABLE),
+                ).fetchone()[0]  # type: ignore[index]
+    finally:
+        env.server.restart()  # the usual shared_buffers
+    if got != want:
+        raise CheckFailed(f"wide pool: the index scan returned {got}, the seq scan {want}")
+    if d["redirects"] < pages - slack(pages):
+        raise CheckFailed(
+            f"wide pool: {pages} heap pages fetched by an index scan from a cold pool, but "
+            f"redirects grew by only {d['redirects']}; {counters.fmt(d)}"
+        )
+    if far == 0:
+        raise CheckFailed(
+            f"wide pool: no redirected buffer of {WIDE_TABLE} beyond buffer "
+            f"{VIEW_CHUNKS_KEPT * VIEW_CHUNK}: the views never left the kept chunks"
+        )
+    with env.server.connect() as c:
+        c.execute(f"DROP TABLE {WIDE_TABLE}")
+    return (
+        f"wide pool ({WIDE_SB}): {pages} heap pages by index -> redirects+{d['redirects']}, "
+        f"{far} redirected buffers beyond the {VIEW_CHUNKS_KEPT} kept view chunks"
+    )
 
 
 def _set(c: psycopg.Connection[Any], settings: dict[str, str]) -> None:
@@ -192,6 +268,9 @@ def redirect(env: EngineEnv, limit: float) -> str:
             )
         c.execute("RESET ALL")
         c.execute(f"DROP TABLE {TABLE}")
+    cfg = env.config
+    if env.engine == "se2" and cfg.prefetch == "off" and not cfg.writes_wal_pmem:
+        notes.append(_wide_pool(env))
     return f"{size >> 20} MB table, {sb >> 20} MB shared_buffers, after a restart; " + "; ".join(
         notes
     )

@@ -78,7 +78,7 @@ volatile uint8 *NvmBufferFlags = NULL;
  * Kept in chunks of NVM_VIEW_CHUNK buffers, a chunk allocated only while
  * some buffer of it has a view, so that a backend's memory follows what it
  * redirects, not shared_buffers (up to NVM_VIEW_CHUNKS_KEPT empty chunks
- * are kept for reuse).  NvmBufferPages (the table of chunks) is
+ * are kept in the table, and as many more aside for reuse).  NvmBufferPages (the table of chunks) is
  * NULL unless nvm_storage_engine = se2.
  */
 void	 ***NvmBufferPages = NULL;
@@ -87,11 +87,24 @@ static int	NvmViewChunks = 0;	/* chunks allocated */
 static MemoryContext NvmViewCxt = NULL;
 
 /*
- * Empty chunks are freed only beyond this many allocated chunks: a scan
- * pins and unpins buffers of the same few chunks all the time, and must not
- * allocate and free 8 kB per block.
+ * Empty chunks are taken out of the table only beyond this many allocated
+ * chunks: a scan pins and unpins buffers of the same few chunks all the
+ * time, and must not allocate and free 8 kB per block.
  */
 #define NVM_VIEW_CHUNKS_KEPT	16
+
+/*
+ * Empty chunks taken out of the table, kept for the next chunk needed (up to
+ * NVM_VIEW_CHUNKS_KEPT; beyond, they are freed).  With a pool much larger
+ * than NVM_VIEW_CHUNKS_KEPT chunks (e.g. shared_buffers of several GB), the
+ * pins of a query spread over many chunks, and each time one empties another
+ * is needed: without this, every such turn was a pfree() and a zeroed 8 kB
+ * allocation.  A chunk is empty when its last view goes, and every view is
+ * cleared when it goes, so a spare chunk is all NULL already and is reused
+ * as it is.
+ */
+static void **SpareChunks[NVM_VIEW_CHUNKS_KEPT];
+static int	NSpareChunks = 0;
 
 
 /*
@@ -156,8 +169,19 @@ nvm_view_chunk_ready(Buffer buffer)
 
 	if (NvmBufferPages[c] == NULL)
 	{
-		NvmBufferPages[c] = MemoryContextAllocZero(NvmViewCxt,
-												   sizeof(void *) * NVM_VIEW_CHUNK);
+		if (NSpareChunks > 0)
+		{
+			void	  **chunk = SpareChunks[--NSpareChunks];
+
+#ifdef USE_ASSERT_CHECKING
+			for (int i = 0; i < NVM_VIEW_CHUNK; i++)
+				Assert(chunk[i] == NULL);
+#endif
+			NvmBufferPages[c] = chunk;
+		}
+		else
+			NvmBufferPages[c] = MemoryContextAllocZero(NvmViewCxt,
+													   sizeof(void *) * NVM_VIEW_CHUNK);
 		NvmViewChunks++;
 	}
 }
@@ -239,7 +263,11 @@ NvmBufferForgetView(Buffer buffer)
 	NvmBufferPages[c][(buffer - 1) & (NVM_VIEW_CHUNK - 1)] = NULL;
 	if (--NvmViewCount[c] == 0 && NvmViewChunks > NVM_VIEW_CHUNKS_KEPT)
 	{
-		pfree(NvmBufferPages[c]);
+		/* every entry of an empty chunk is NULL: keep it for reuse as is */
+		if (NSpareChunks < NVM_VIEW_CHUNKS_KEPT)
+			SpareChunks[NSpareChunks++] = NvmBufferPages[c];
+		else
+			pfree(NvmBufferPages[c]);
 		NvmBufferPages[c] = NULL;
 		NvmViewChunks--;
 	}
