@@ -8,7 +8,8 @@ The unit test (``test_nvm_fault.c``, linking the backend's ``nvm_fault.o``) runs
 a child process: a prefetch helper thread's guarded copy stops at a file cut short (SIGBUS)
 and at a range unmapped under it (SIGSEGV) and the process lives on; every other fault still
 ends the process as before (a wild SIGSEGV meets the previous action, a SIGSEGV sent with
-kill() and a SIGBUS outside any guard kill), and the backend's own guard catches SIGBUS only.
+kill(), a SIGBUS outside any guard and an asynchronous memory-error report (BUS_MCEERR_AO)
+kill), and the backend's own guard catches SIGBUS only.
 
 Passes iff make exits 0 and the test reports ``N passed, 0 failed``; its log is kept in the
 results directory on failure.

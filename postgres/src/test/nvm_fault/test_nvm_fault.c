@@ -455,6 +455,74 @@ case_queued_segv_armed(void)
 }
 
 /*
+ * An asynchronous memory-error report (si_code BUS_MCEERR_AO: the kernel
+ * found poison in a page the process maps, nobody has touched it yet; sent
+ * when vm.memory_failure_early_kill is set) is not a fault of the access in
+ * progress: wherever it lands, the process must die of it, as it does
+ * without the handler -- not return to where it was interrupted (the
+ * default action is gone then, and a later fault outside a guard would be
+ * missed), nor be taken for a fault of a guarded copy whose range holds
+ * its address.  Queued as the kernel would, with sigqueue to the calling
+ * thread (the only target a positive si_code may be sent to from user
+ * space).
+ */
+static void
+queue_mceerr_ao(pid_t tid, void *addr)
+{
+	siginfo_t	info;
+
+	memset(&info, 0, sizeof(info));
+	info.si_signo = SIGBUS;
+	info.si_code = BUS_MCEERR_AO;
+	info.si_addr = addr;
+	if (syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGBUS, &info) != 0)
+		_exit(4);
+}
+
+/* ... to the backend's thread, outside any guard */
+static void
+case_mceerr_ao_unguarded(void)
+{
+	int			fd;
+	char	   *map = map_file(&fd);
+
+	if (!nvm_fault_init_helpers())
+		_exit(2);
+	queue_mceerr_ao((pid_t) syscall(SYS_gettid), map);
+	sleep(2);
+	_exit(5);					/* survived: the report was swallowed */
+}
+
+/*
+ * ... in a helper thread, between two copies (the kernel accepts a positive
+ * si_code only from the thread it is sent to, so a report that lands while
+ * a helper's guard is armed cannot be made here; the handler tells it from
+ * a fault by its si_code, not by where it lands)
+ */
+static void *
+helper_mceerr_ao(void *arg)
+{
+	int			fd;
+	char	   *map = map_file(&fd);
+
+	if (nvm_helper_copy(copybuf, map, NBLOCKS) != NBLOCKS)
+		_exit(6);
+	queue_mceerr_ao((pid_t) syscall(SYS_gettid), map + BLCKSZ);
+	sleep(2);
+	(void) nvm_helper_copy(copybuf, map, NBLOCKS);
+	return NULL;
+}
+
+static void
+case_mceerr_ao_helper(void)
+{
+	if (!nvm_fault_init_helpers())
+		_exit(2);
+	(void) in_helper_thread(helper_mceerr_ao);
+	_exit(5);					/* survived: the report was swallowed */
+}
+
+/*
  * Two guards at once (the guard state is per thread): a helper copies
  * ranges that fault (unmapped, then cut short) in a loop while the main
  * thread copies a valid mapping with the backend's guard; both must live
@@ -564,6 +632,10 @@ main(void)
 			 SIGSEGV, 0);
 	run_case("SIGBUS outside any guard: process dies of it",
 			 case_wild_sigbus, SIGBUS, 0);
+	run_case("asynchronous memory error (BUS_MCEERR_AO) outside a guard: process dies of it",
+			 case_mceerr_ao_unguarded, SIGBUS, 0);
+	run_case("asynchronous memory error (BUS_MCEERR_AO) in a helper between copies: process dies of it",
+			 case_mceerr_ao_helper, SIGBUS, 0);
 	rmdir(tmpdir);
 	printf("%d passed, %d failed\n", npassed, nfailed);
 	return nfailed == 0 ? 0 : 1;

@@ -78,21 +78,28 @@ static size_t nvm_page_size = 0;
  * siglongjmp() back into nvm_guarded().
  *
  * Any other SIGBUS is not ours: restore the default action and let the
- * faulting instruction run again (or re-raise a SIGBUS sent with kill()),
- * so the process dies exactly as it would have without this handler.
+ * faulting instruction run again, so the process dies exactly as it would
+ * have without this handler.  A SIGBUS that is not the fault of the
+ * instruction it interrupted -- sent with kill() or sigqueue() (si_code <=
+ * 0), or the kernel's asynchronous report of poison found in a mapped page
+ * nobody has touched yet (BUS_MCEERR_AO, with vm.memory_failure_early_kill)
+ * -- would not come back when the handler returns: it is raised again, so
+ * it kills as it does without the handler, wherever it lands (even at an
+ * address a guarded access is reading: it is not that access's fault).
  */
 static void
 nvm_sigbus_handler(int signo, siginfo_t *info, void *context)
 {
 	const char *addr = (const char *) info->si_addr;
+	bool		fault = info->si_code > 0 && info->si_code != BUS_MCEERR_AO;
 
-	if (nvm_fault_jmp != NULL && info->si_code > 0 &&
+	if (nvm_fault_jmp != NULL && fault &&
 		addr >= nvm_fault_lo && addr < nvm_fault_hi)
 		siglongjmp(*nvm_fault_jmp, 1);
 
 	nvm_sigbus_installed = false;
 	signal(SIGBUS, SIG_DFL);
-	if (info->si_code <= 0)
+	if (!fault)
 		raise(SIGBUS);
 }
 
