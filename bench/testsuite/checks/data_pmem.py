@@ -10,7 +10,10 @@ Runs in every configuration; what it expects depends on ``nvm_data_persist``:
   ``pgnvm_stats.persisted_writes`` grows by at least the table's pages; everywhere else the
   checkpointer fsyncs the main fork and ``persisted_writes`` does not move. In every run the
   checkpointer must fsync the new _vm/_fsm forks: the control, in the same trace, that the
-  check sees the checkpointer's fsyncs of this table.
+  check sees the checkpointer's fsyncs of this table. And pg_stat_io must count them: the
+  checkpointer's relation fsyncs there are the fsync() calls of relation files in the trace,
+  plus, with ``nvm_data_persist = pmem``, one per persist of blocks it wrote back (at least
+  one, at most one per block: nvm_smgr.c counts each as the fsync it stands for).
 * granularity (pmem only): the start-up LOG line names base/ and libpmem2's granularity;
   restarted with ``PMEM2_FORCE_GRANULARITY=CACHE_LINE`` the line says cache-line, forced,
   and writes go through libpmem2's cache flushes (the path real PMem takes) instead of
@@ -26,6 +29,7 @@ from __future__ import annotations
 import re
 import shutil
 import signal
+import time
 from typing import Any
 
 from bench.core import cluster as clu
@@ -61,7 +65,38 @@ def _persisted_writes(c: Any) -> int:
     return int(_value(c, "SELECT value FROM pgnvm_counters() WHERE counter = 'persisted_writes'"))
 
 
-def _checkpoint(env: EngineEnv, tag: str) -> tuple[list[str], list[str], int, int, int]:
+#: a relation file (any fork, any segment) as ``strace -y`` shows it
+_RELFILE_RE = re.compile(r"/(base/\d+|global|pg_tblspc/\d+/[^/]+/\d+)/\d+(_\w+)?(\.\d+)?$")
+IO_FLUSH_WAIT_S = 10.0
+
+_IO_REL_FSYNCS = (
+    "SELECT coalesce(sum(fsyncs), 0) FROM pg_stat_io "
+    "WHERE backend_type = 'checkpointer' AND object = 'relation'"
+)
+
+
+def _relation_fsyncs(trace: str) -> int:
+    """fsync()/fdatasync() calls on relation files in an ``strace -y`` trace."""
+    return sum(
+        1
+        for m in (_FSYNC_RE.search(line) for line in trace.splitlines())
+        if m and _RELFILE_RE.search(m.group(3))
+    )
+
+
+def _io_rel_fsyncs(c: Any, at_least: int) -> int:
+    """The checkpointer's relation fsyncs in pg_stat_io, once it has reported them (it
+    does so after the checkpoint, possibly after CHECKPOINT returned): waits until they are
+    at least ``at_least`` (or IO_FLUSH_WAIT_S passed), then returns them."""
+    deadline = time.monotonic() + IO_FLUSH_WAIT_S
+    while True:
+        n = int(_value(c, _IO_REL_FSYNCS))
+        if n >= at_least or time.monotonic() > deadline:
+            return n
+        time.sleep(0.1)
+
+
+def _checkpoint(env: EngineEnv, tag: str) -> tuple[list[str], list[str], int, int, int, int]:
     """Update the table in place, vacuum it and checkpoint under strace on the
     checkpointer: the checkpointer's fsyncs of the table's main fork and of its _vm/_fsm
     forks, the growth of persisted_writes, the table's pages, and the checkpointer's fsyncs
@@ -105,30 +140,33 @@ def _checkpoint(env: EngineEnv, tag: str) -> tuple[list[str], list[str], int, in
             st.wait(20)
             st.stop()
         grew = _persisted_writes(c) - before
-        io_fsyncs = int(
-            _value(
-                c,
-                "SELECT coalesce(sum(fsyncs), 0) FROM pg_stat_io "
-                "WHERE backend_type = 'checkpointer'",
-            )
-        )
+        trace = trace_log.read_text(errors="replace") if trace_log.exists() else ""
+        traced = _relation_fsyncs(trace)
+        io_fsyncs = _io_rel_fsyncs(c, traced + (1 if grew else 0))
         updated = c.execute("SELECT count(*), min(v), max(v) FROM data_pmem_t").fetchone()
         c.execute("DROP TABLE data_pmem_t")
     if updated != (ROWS, 1, 1):
         raise CheckFailed(f"after the update: (rows, min, max) = {updated}")
-    trace = trace_log.read_text(errors="replace") if trace_log.exists() else ""
+    persists_counted = io_fsyncs - traced
+    if not (min(grew, 1) <= persists_counted <= grew):
+        raise CheckFailed(
+            f"{tag}: pg_stat_io counts {io_fsyncs} relation fsyncs of the checkpointer, the "
+            f"trace shows {traced} fsync() calls of relation files and persisted_writes grew "
+            f"by {grew}: expected the traced ones plus {'1..' + str(grew) if grew else 'none'} "
+            "(one per persist)"
+        )
     env.save_artifact(trace_log, trace_log.name)
     forks = [
         *relation_calls(trace, relfile + "_vm", _FSYNC_RE),
         *relation_calls(trace, relfile + "_fsm", _FSYNC_RE),
     ]
-    return relation_calls(trace, relfile, _FSYNC_RE), forks, grew, pages, io_fsyncs
+    return relation_calls(trace, relfile, _FSYNC_RE), forks, grew, pages, io_fsyncs, traced
 
 
 def _expect(env: EngineEnv, tag: str, persists: bool, also_fsync: bool = False) -> str:
     """The checkpoint part; ``persists``: nvm_data_persist = pmem; ``also_fsync``: the
     server said its cache flushes are not durable here, so checkpoints also fsync."""
-    fsyncs, forks, grew, pages, io_fsyncs = _checkpoint(env, tag)
+    fsyncs, forks, grew, pages, io_fsyncs, traced = _checkpoint(env, tag)
     if not forks:
         raise CheckFailed(
             f"{tag}: the checkpointer fsynced neither the new _vm nor the _fsm fork of the "
@@ -146,7 +184,9 @@ def _expect(env: EngineEnv, tag: str, persists: bool, also_fsync: bool = False) 
         )
     return (
         f"{tag}: {pages} pages written back, persisted_writes +{grew}, the checkpointer "
-        f"fsynced the main fork {len(fsyncs)}x, the new _vm/_fsm forks {len(forks)}x"
+        f"fsynced the main fork {len(fsyncs)}x, the new _vm/_fsm forks {len(forks)}x; "
+        f"pg_stat_io: {io_fsyncs} relation fsyncs = {traced} traced + {io_fsyncs - traced} "
+        "persists"
     )
 
 

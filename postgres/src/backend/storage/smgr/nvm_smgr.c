@@ -115,6 +115,7 @@
 #include "port/pg_iovec.h"
 #include "storage/aio.h"
 #include "storage/aio_internal.h"
+#include "storage/bufmgr.h"		/* track_io_timing */
 #include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/md.h"
@@ -1138,16 +1139,24 @@ nvm_startreadv(PgAioHandle *ioh,
  * already consider them clean: as for a failed fsync() at a checkpoint, the
  * only safe answer is data_sync_elevel() (PANIC unless data_sync_retry), so
  * that recovery replays the WAL that still describes these blocks.
+ *
+ * Counted (and timed, with track_io_timing) in pg_stat_io as the fsync it
+ * stands for, by the process that writes, as md.c counts a backend's own
+ * fsync of a segment: the checkpoint has nothing left to fsync for these
+ * blocks, so without it pg_stat_io would show durable writes as costing no
+ * sync at all.
  */
 static void
 nvm_persist_blocks(SMgrRelation reln, NvmMapping *m, char *dst,
 				   BlockNumber blocknum, BlockNumber nblocks)
 {
 	size_t		len = (size_t) nblocks * BLCKSZ;
+	instr_time	io_start;
 
 	Assert(m->persists && !m->readonly);
 	if (!enableFsync)
 		return;					/* fsync = off: as the checkpoint's fsync */
+	io_start = pgstat_prepare_io_time(track_io_timing);
 	pgstat_report_wait_start(WAIT_EVENT_DATA_FILE_SYNC);
 	if (m->persist_fn != NULL)
 		m->persist_fn(dst, len);
@@ -1178,6 +1187,8 @@ nvm_persist_blocks(SMgrRelation reln, NvmMapping *m, char *dst,
 		}
 	}
 	pgstat_report_wait_end();
+	pgstat_count_io_op_time(IOOBJECT_RELATION, IOCONTEXT_NORMAL, IOOP_FSYNC,
+							io_start, 1, 0);
 	MyNvmStats->persisted_writes += nblocks;
 }
 
