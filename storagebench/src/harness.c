@@ -1,6 +1,7 @@
 /*
  * harness.c - runs a workload: its preparation, then warm-up and measured
- * repetitions.  Each repetition: (optionally) sync + drop the page cache,
+ * repetitions.  Each repetition: (optionally) sync + drop the page cache of
+ * the benchmark's files,
  * open_rep for every thread, start the worker threads together (a gate),
  * stop them at the deadline (max_seconds) if they have not finished their
  * work, join them, close_rep.  Times come from CLOCK_MONOTONIC; the
@@ -10,6 +11,7 @@
 #define _GNU_SOURCE
 #include "sb.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -17,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,19 +30,43 @@ double sb_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* sync, then `echo 3 > /proc/sys/vm/drop_caches` (root only). */
-int sb_drop_caches(char *err, size_t errlen)
+/*
+ * Make the page cache cold for this benchmark's own files only: sync, then
+ * posix_fadvise(POSIX_FADV_DONTNEED) on every regular file directly in dir
+ * (symlinks not followed).  Not `echo 3 > /proc/sys/vm/drop_caches`: that is
+ * global, and on tmpfs, where it cannot drop the emulated NVM's pages (they
+ * are the files), it leaves them such that the kernel's fault-around skips
+ * them afterwards -- every later 4 kB page of a mapping then costs a page
+ * fault, slowing down whatever maps those files next (README: the caveat of
+ * 2026-11-23; bench/core/results.py drop_os_caches() does the same as this
+ * for PostgreSQL's data directories).  Needs no privilege.
+ */
+int sb_drop_caches(const char *dir, char *err, size_t errlen)
 {
     sync();
-    int fd = open("/proc/sys/vm/drop_caches", O_WRONLY);
-    if (fd < 0 || write(fd, "3\n", 2) != 2) {
-        sb_failf(err, errlen, "cannot drop the page cache: %s", strerror(errno));
-        if (fd >= 0)
-            close(fd);
+    DIR *d = opendir(dir);
+    if (!d) {
+        sb_failf(err, errlen, "cannot drop the page cache of %s: %s", dir, strerror(errno));
         return -1;
     }
-    close(fd);
-    return 0;
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW);
+        int adv = fd < 0 ? errno : posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        if (fd >= 0)
+            close(fd);
+        if (adv != 0) {
+            sb_failf(err, errlen, "cannot drop the page cache of %s/%s: %s", dir, e->d_name,
+                     strerror(adv));
+            rc = -1;
+        }
+    }
+    closedir(d);
+    return rc;
 }
 
 /* What the main thread and the workers of one repetition share. */
@@ -96,7 +123,8 @@ static int one_rep(struct sb_ctx *c, int rep, struct sb_rep *r)
     memset(r, 0, sizeof *r);
     r->warmup = rep < c->o.warmup;
     if (c->o.drop_caches)
-        r->caches_dropped = sb_drop_caches(c->cache_error, sizeof c->cache_error) == 0 ? 1 : -1;
+        r->caches_dropped =
+            sb_drop_caches(c->o.dir, c->cache_error, sizeof c->cache_error) == 0 ? 1 : -1;
     for (int t = 0; t < n; t++)
         if (c->w->open_rep(c, t, rep) != 0) {
             for (int u = 0; u < t; u++)

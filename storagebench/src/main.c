@@ -61,7 +61,8 @@ static void usage(FILE *f)
             "  --reps N           measured repetitions (default 3)\n"
             "  --max-seconds S    stop a repetition after S seconds (default 0: never)\n"
             "  --seed N           random seed (default 1)\n"
-            "  --drop-caches      sync + drop the page cache before each repetition (root)\n"
+            "  --drop-caches      sync + drop the files in --dir from the page cache before each\n"
+            "                     repetition (posix_fadvise DONTNEED; never global)\n"
             "SIZE: bytes with an optional k/m/g suffix (powers of 1024).\n"
             "Environment: PMEM2_FORCE_GRANULARITY (libpmem2), PMEM_IS_PMEM_FORCE (libpmemlog).\n");
 }

@@ -58,7 +58,7 @@ struct sb_opts {
     int warmup, reps;
     double max_seconds;   /* per repetition; 0: no limit */
     uint64_t seed;
-    bool drop_caches;     /* sync + drop_caches before every repetition */
+    bool drop_caches;     /* sync + drop dir's files from the page cache before every rep */
 };
 
 /* What one thread did in one repetition. */
@@ -121,7 +121,7 @@ static inline bool sb_stopped(struct sb_ctx *c)
     return atomic_load_explicit(&c->stop, memory_order_relaxed);
 }
 double sb_now(void);
-int sb_drop_caches(char *err, size_t errlen);
+int sb_drop_caches(const char *dir, char *err, size_t errlen);
 
 /* datafile.c */
 void sb_fail(struct sb_ctx *c, const char *fmt, ...)

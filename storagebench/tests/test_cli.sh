@@ -71,5 +71,26 @@ check_doc json_tablescan tablescan --path mmap --threads 2
 check_doc json_bufman bufman --path pmem2 --write-ratio 0.8 --pool 64k
 check_doc json_logging logging --path pmem2log --entry-size 128
 
+# --drop-caches drops the benchmark's own files, never the whole page cache: no write to
+# /proc/sys/vm/drop_caches (global; on tmpfs it slows later mappings of the emulated NVM),
+# a POSIX_FADV_DONTNEED per file instead, and every repetition says it dropped them
+drop_caches() {
+	if ! command -v strace >/dev/null 2>&1; then bad drop_caches "strace is not installed"; return; fi
+	if ! strace -f -e trace=openat,fadvise64 -o "$dir/trace" "$bin" tablescan --path pread --dir "$dir" \
+		--file-size 256k --warmup 0 --reps 2 --drop-caches >"$dir/doc.json" 2>"$dir/err"; then
+		bad drop_caches "exit $?: $(cat "$dir/err")"
+		return
+	fi
+	if grep -q "/proc/sys/vm/drop_caches" "$dir/trace"; then
+		bad drop_caches "opened /proc/sys/vm/drop_caches: $(grep drop_caches "$dir/trace" | head -1)"
+		return
+	fi
+	n=$(grep -c "fadvise64(.*POSIX_FADV_DONTNEED" "$dir/trace")
+	if [ "$n" -lt 2 ]; then bad drop_caches "$n POSIX_FADV_DONTNEED calls for 2 repetitions"; return; fi
+	if python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert all(r["caches_dropped"] is True for r in d["runs"]), d["runs"]' "$dir/doc.json"
+	then ok drop_caches; else bad drop_caches "document: $(head -c 300 "$dir/doc.json")"; fi
+}
+drop_caches
+
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
