@@ -133,7 +133,7 @@ def _wide_pool(env: EngineEnv) -> str:
             env.server.restart()  # cold, and wider than the kept chunks
             with env.server.connect() as c:
                 nvmstats.ensure_extensions(c)
-                _set(c, {**INDEX_ONLY, "enable_indexonlyscan": "off"})
+                _set(c, INDEX_ONLY)
                 before = counters.read_counters(c)
                 got = c.execute(
                     f"SELECT count(*), sum(length(pad)) FROM {WIDE_TABLE} WHERE id > 0"

@@ -78,8 +78,8 @@ volatile uint8 *NvmBufferFlags = NULL;
  * Kept in chunks of NVM_VIEW_CHUNK buffers, a chunk allocated only while
  * some buffer of it has a view, so that a backend's memory follows what it
  * redirects, not shared_buffers (up to NVM_VIEW_CHUNKS_KEPT empty chunks
- * are kept in the table, and as many more aside for reuse).  NvmBufferPages (the table of chunks) is
- * NULL unless nvm_storage_engine = se2.
+ * are kept in the table, and as many more aside for reuse).  NvmBufferPages
+ * (the table of chunks) is NULL unless nvm_storage_engine = se2.
  */
 void	 ***NvmBufferPages = NULL;
 static uint16 *NvmViewCount = NULL; /* views per chunk */
