@@ -20,6 +20,10 @@ restarted (cold buffers). Then, with ``pgnvm_stats`` read before and after:
   redirected, and some redirected buffer must lie beyond the kept chunks (else the path
   was not taken).
 
+* (every engine) the AIO subsystem's debug messages, whose level patch 0022 tests before
+  calling errstart(), still reach the client with client_min_messages = debug3 and the
+  server log with log_min_messages = debug3, and neither without.
+
 base and se1 must show the opposite: ``redirects`` stays 0 and no buffer at all is
 redirected (se1 copies instead: ``mapped_reads`` grows by the misses), which also proves
 that the counter can stay 0 where it must. That no ``read()`` touches the table's files in
@@ -29,6 +33,7 @@ se1/se2 is the ``strace`` check's job.
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
 import psycopg
@@ -167,6 +172,41 @@ def _wide_pool(env: EngineEnv) -> str:
     )
 
 
+#: the prefix of pgaio_debug_io() messages: "io 12 |op readv|target smgr|state ..."
+AIO_DEBUG_RE = re.compile(r"^io +\d+ *\|op readv")
+
+
+def _aio_debug_messages(env: EngineEnv, c: psycopg.Connection[Any], id_array: str) -> str:
+    """Patch 0022 tests the level of the AIO subsystem's debug messages inline, before
+    errstart(): they must still reach whoever asks for them, the client
+    (client_min_messages) as well as the server log (log_min_messages), and nobody else.
+    Each case reads the index scan's blocks again from storage (after an eviction)."""
+    messages: list[str] = []
+    c.add_notice_handler(lambda d: messages.append(d.message_primary or ""))
+
+    def read_cold(settings: dict[str, str]) -> tuple[int, str]:
+        c.execute(f"SELECT pg_buffercache_evict_relation('{TABLE}')")
+        _set(c, {**INDEX_ONLY, **settings})
+        messages.clear()
+        offset = env.server.log_offset()
+        c.execute(f"SELECT count(*) FROM {TABLE} WHERE id = ANY('{id_array}'::int[])")
+        c.execute("RESET ALL")
+        to_client = sum(bool(AIO_DEBUG_RE.match(m)) for m in messages)
+        return to_client, env.server.log_since(offset)
+
+    quiet, log = read_cold({})
+    if quiet or "|op readv" in log:
+        raise CheckFailed(f"{quiet} AIO debug messages reached a client that did not ask")
+    to_client, _ = read_cold({"client_min_messages": "debug3"})
+    if to_client == 0:
+        raise CheckFailed("client_min_messages = debug3: no AIO debug message reached the client")
+    _, log = read_cold({"log_min_messages": "debug3"})  # the backend writes its own log
+    in_log = sum("|op readv" in line for line in log.splitlines())
+    if in_log == 0:
+        raise CheckFailed("log_min_messages = debug3: no AIO debug message in the server log")
+    return f"AIO debug messages: {to_client} to the client, {in_log} to the log, 0 unasked"
+
+
 def _set(c: psycopg.Connection[Any], settings: dict[str, str]) -> None:
     for k, v in settings.items():
         c.execute(f"SET {k} = '{v}'")
@@ -267,6 +307,7 @@ def redirect(env: EngineEnv, limit: float) -> str:
                 "in redirected buffers"
             )
         c.execute("RESET ALL")
+        notes.append(_aio_debug_messages(env, c, id_array))
         c.execute(f"DROP TABLE {TABLE}")
     cfg = env.config
     if env.engine == "se2" and cfg.prefetch == "off" and not cfg.writes_wal_pmem:
