@@ -201,6 +201,13 @@ static NvmMapping **NvmByAddr = NULL;
 static int	NvmByAddrLen = 0;
 static int	NvmByAddrCap = 0;
 
+/*
+ * the mapping nvm_byaddr_find() found last: a miss's view is acquired and
+ * released (two lookups) mostly in the segment of the one before; cleared
+ * when that mapping leaves NvmByAddr
+ */
+static NvmMapping *NvmByAddrLast = NULL;
+
 /* a failed mmap() is logged once per process */
 static bool NvmFallbackLogged = false;
 
@@ -342,13 +349,19 @@ nvm_verified_ahead(const char *page, BlockNumber blkno)
 
 /*
  * nvm_byaddr_find -- the read-only mapping that contains page, or NULL.
+ *
+ * The one found last is tried first; otherwise a binary search.
  */
 static NvmMapping *
 nvm_byaddr_find(const char *page)
 {
+	NvmMapping *last = NvmByAddrLast;
 	int			lo = 0,
 				hi = NvmByAddrLen - 1;
 
+	if (last != NULL && page >= last->addr &&
+		page < last->addr + NVM_SEGMENT_BYTES)
+		return last;
 	while (lo <= hi)
 	{
 		int			mid = (lo + hi) / 2;
@@ -359,7 +372,10 @@ nvm_byaddr_find(const char *page)
 		else if (page >= m->addr + NVM_SEGMENT_BYTES)
 			lo = mid + 1;
 		else
+		{
+			NvmByAddrLast = m;
 			return m;
+		}
 	}
 	return NULL;
 }
@@ -397,6 +413,8 @@ nvm_byaddr_insert(NvmMapping *m)
 static void
 nvm_byaddr_remove(NvmMapping *m)
 {
+	if (NvmByAddrLast == m)
+		NvmByAddrLast = NULL;
 	for (int i = 0; i < NvmByAddrLen; i++)
 	{
 		if (NvmByAddr[i] == m)
