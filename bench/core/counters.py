@@ -5,7 +5,9 @@ the X-macro list ``NVM_STATS_COUNTERS(X)`` of ``postgres/src/include/storage/nvm
 (``tests/test_counters.py`` holds the two against each other); the server reports them,
 summed over every process since it started, through ``pgnvm_counters()`` (one row per
 counter, what this module reads) and the wide view ``pgnvm_stats``, which also derives
-:data:`DERIVED` from them.
+:data:`DERIVED` from them; one process's through ``pgnvm_backend_counters(pid)`` (1.5):
+``read_counters(conn, own=True)``, for a test that must not count other processes' work
+(autovacuum, other sessions).
 
 Also here: the calling backend's prefetch helper pool, ``pgnvm_prefetch()``
 (:func:`read_prefetch_pool`), and the store granularity of WAL written through libpmem2 as
@@ -46,15 +48,31 @@ def _qualified(name: str, schema: str | None) -> str:
     return f"{schema}.{name}" if schema else name
 
 
-def read_counters(conn: psycopg.Connection[Any], schema: str | None = None) -> dict[str, int]:
+def read_counters(
+    conn: psycopg.Connection[Any], schema: str | None = None, *, own: bool = False
+) -> dict[str, int]:
     """Every counter the server has, and :data:`DERIVED` (extension pgnvm in ``schema``,
-    default: on the search path), from ``pgnvm_counters()``. Raises psycopg.Error where the
-    extension is missing, psycopg.DataError where a counter of :data:`COUNTERS` is."""
-    rows = conn.execute(
-        f"SELECT counter, value FROM {_qualified('pgnvm_counters', schema)}() "
-        f"UNION ALL SELECT 'bytes_not_copied', bytes_not_copied "
-        f"FROM {_qualified('pgnvm_stats', schema)}"
-    ).fetchall()
+    default: on the search path): from ``pgnvm_counters()``, summed over all processes, or
+    with ``own`` from ``pgnvm_backend_counters(pg_backend_pid())``, the connection's own
+    backend only (what it counted on top of earlier holders of its slot: use differences;
+    a parallel query's workers are not in it). Raises psycopg.Error where the extension is
+    missing, psycopg.DataError where a counter of :data:`COUNTERS` is."""
+    if own:
+        # no per-process view: bytes_not_copied derived here as the view derives it
+        sql = (
+            "WITH c AS (SELECT counter, value FROM "
+            f"{_qualified('pgnvm_backend_counters', schema)}(pg_backend_pid())) "
+            "SELECT counter, value FROM c UNION ALL "
+            "SELECT 'bytes_not_copied', value * current_setting('block_size')::bigint "
+            "FROM c WHERE counter = 'redirects'"
+        )
+    else:
+        sql = (
+            f"SELECT counter, value FROM {_qualified('pgnvm_counters', schema)}() "
+            f"UNION ALL SELECT 'bytes_not_copied', bytes_not_copied "
+            f"FROM {_qualified('pgnvm_stats', schema)}"
+        )
+    rows = conn.execute(sql).fetchall()
     got = {str(k): int(v or 0) for k, v in rows}
     missing = [k for k in (*COUNTERS, *DERIVED) if k not in got]
     if missing:

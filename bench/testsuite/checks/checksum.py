@@ -49,6 +49,11 @@ buffers are evicted, and the whole table is scanned in the same session with
 Both must report stock's XX001 for block 490, as base does: a build that trusted the
 partial scan's verdict returned the count instead. The byte is flipped back after each.
 
+The counters are the probing backend's own (``pgnvm_backend_counters(pg_backend_pid())``):
+the sums over all processes also count autovacuum's reads of earlier checks' tables, whose
+helpers verify blocks too: the likely source of the ``verified_by_helper+194`` a CI run
+once saw during the ``nvm_prefetch = off`` probe (nvm_se2_m1, after regress and isolation).
+
 Every probe's outcome (result, or SQLSTATE and message) must equal base's; base itself must
 report stock PostgreSQL's ``invalid page in block N of relation ...`` (XX001) for the probes
 that read the block without ignoring failures. The server stays up.
@@ -192,9 +197,9 @@ def checksum(env: EngineEnv, limit: float) -> str:
             first: dict[str, Any] | None = None
             total: dict[str, int] = {}
             for attempt in range(1, ATTEMPTS + 1):
-                before = counters.read_counters(c)
+                before = counters.read_counters(c, own=True)
                 o = probe(settings, sql, big_relpath)
-                d = counters.delta(before, counters.read_counters(c))
+                d = counters.delta(before, counters.read_counters(c, own=True))
                 total = {k: total.get(k, 0) + v for k, v in d.items()}
                 if first is None:
                     first = o
@@ -221,7 +226,7 @@ def checksum(env: EngineEnv, limit: float) -> str:
             for k, v in no_par.items():
                 c.execute(f"SET {k} = '{v}'")
             c.execute(evict_stale)
-            before = counters.read_counters(c)
+            before = counters.read_counters(c, own=True)
             flipped = False
             try:
                 if in_transaction:
@@ -243,7 +248,7 @@ def checksum(env: EngineEnv, limit: float) -> str:
                     flip_byte(stale_path, offset)
                 c.execute("RESET ALL")
                 c.execute(evict_stale)
-            grown[name] = counters.delta(before, counters.read_counters(c))
+            grown[name] = counters.delta(before, counters.read_counters(c, own=True))
             notes.append(f"{name}: " + counters.fmt(grown[name], VERIFY_COUNTERS))
             return o
 

@@ -4,7 +4,8 @@
  *	  SQL access to the state of pgnvm's storage engines.
  *
  * pgnvm_stats() and pgnvm_counters() sum the per-process counters of the
- * storage engines (storage/nvm_stats.h, nvm_stats.c); pgnvm_buffers() reports
+ * storage engines (storage/nvm_stats.h, nvm_stats.c), and
+ * pgnvm_backend_counters() (1.5) reads one process's; pgnvm_buffers() reports
  * which shared buffers are redirected (se2), to be joined with
  * pg_buffercache on bufferid; pgnvm_prefetch() describes the calling
  * process's prefetch helper threads; pgnvm_wal() (1.2) how WAL is written
@@ -30,6 +31,8 @@
 #include "storage/nvm_prefetch.h"
 #include "storage/nvm_smgr.h"
 #include "storage/nvm_stats.h"
+#include "storage/proc.h"
+#include "storage/procarray.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 
@@ -37,6 +40,7 @@ PG_MODULE_MAGIC_EXT(.name = "pgnvm",.version = PG_VERSION);
 
 PG_FUNCTION_INFO_V1(pgnvm_stats);
 PG_FUNCTION_INFO_V1(pgnvm_counters);
+PG_FUNCTION_INFO_V1(pgnvm_backend_counters);
 PG_FUNCTION_INFO_V1(pgnvm_buffers);
 PG_FUNCTION_INFO_V1(pgnvm_prefetch);
 
@@ -90,6 +94,25 @@ pgnvm_stats(PG_FUNCTION_ARGS)
 }
 
 /*
+ * put_counter_rows -- one row (counter, value, description) per counter of
+ * storage/nvm_stats.h, values[] in that order.
+ */
+static void
+put_counter_rows(ReturnSetInfo *rsinfo, const uint64 *values)
+{
+	for (int i = 0; i < NvmStatsNumCounters; i++)
+	{
+		Datum		row[3];
+		bool		nulls[3] = {0};
+
+		row[0] = CStringGetTextDatum(NvmStatsCounters[i].name);
+		row[1] = Int64GetDatum((int64) values[i]);
+		row[2] = CStringGetTextDatum(NvmStatsCounters[i].description);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, nulls);
+	}
+}
+
+/*
  * pgnvm_counters -- the same counters as rows (counter, value,
  * description): what programs read, whatever counters this server has.
  */
@@ -101,16 +124,34 @@ pgnvm_counters(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	NvmStatsSum(sums);
-	for (int i = 0; i < NvmStatsNumCounters; i++)
-	{
-		Datum		values[3];
-		bool		nulls[3] = {0};
+	put_counter_rows(rsinfo, sums);
+	return (Datum) 0;
+}
 
-		values[0] = CStringGetTextDatum(NvmStatsCounters[i].name);
-		values[1] = Int64GetDatum((int64) sums[i]);
-		values[2] = CStringGetTextDatum(NvmStatsCounters[i].description);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
+/*
+ * pgnvm_backend_counters -- (1.5) the counters of the one server process
+ * with this PID, as rows like pgnvm_counters(); no rows if no live process
+ * with a PGPROC has it.  The process's slot goes on from what earlier holders
+ * of its PGPROC counted, so its work is the difference of two readings taken
+ * while it lives.  Unlike the sums, such a difference does not include
+ * other processes' work (autovacuum, other sessions), which is what a test
+ * of one session's behaviour needs.  A parallel query's workers count in
+ * their own slots.
+ */
+Datum
+pgnvm_backend_counters(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			pid = PG_GETARG_INT32(0);
+	uint64	   *values = palloc(sizeof(uint64) * NvmStatsNumCounters);
+	PGPROC	   *proc;
+
+	InitMaterializedSRF(fcinfo, 0);
+	proc = BackendPidGetProc(pid);
+	if (proc == NULL)
+		proc = AuxiliaryPidGetProc(pid);
+	if (proc != NULL && NvmStatsOfProc(GetNumberFromPGProc(proc), values))
+		put_counter_rows(rsinfo, values);
 	return (Datum) 0;
 }
 

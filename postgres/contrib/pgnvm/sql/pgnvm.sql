@@ -11,6 +11,17 @@ SELECT array_agg(c.counter ORDER BY c.ord) =
            AND attname NOT IN ('engine', 'bytes_not_copied')) AS view_matches_counters
   FROM pgnvm_counters() WITH ORDINALITY AS c(counter, value, description, ord);
 SELECT bytes_not_copied = redirects * 8192 AS bytes_derived FROM pgnvm_stats;
+-- one process's counters (1.5): the same counters, in the same order; no rows
+-- for a PID that is no server process's, nor for NULL
+SELECT array_agg(b.counter ORDER BY b.ord) =
+       (SELECT array_agg(c.counter ORDER BY c.ord)
+          FROM pgnvm_counters() WITH ORDINALITY AS c(counter, value, description, ord))
+       AS same_counters,
+       bool_and(b.value >= 0 AND b.description <> '') AS counted
+  FROM pgnvm_backend_counters(pg_backend_pid())
+       WITH ORDINALITY AS b(counter, value, description, ord);
+SELECT count(*) AS rows_for_no_process FROM pgnvm_backend_counters(0);
+SELECT count(*) AS rows_for_null FROM pgnvm_backend_counters(NULL);
 -- one row per shared buffer (shared_buffers is reported in 8kB pages)
 SELECT count(*) = (SELECT setting::int FROM pg_settings WHERE name = 'shared_buffers')
        AS one_row_per_buffer

@@ -11,8 +11,9 @@
  *
  * Each process counts into its own slot of a shared array (one slot per
  * PGPROC, padded to a cache line, written only by its process); readers sum
- * the slots.  A process without a slot (the postmaster, a standalone
- * backend before InitProcess()) counts into a private slot nobody reads.
+ * the slots, or read one process's slot (NvmStatsOfProc()).  A process
+ * without a slot (the postmaster, a standalone backend before InitProcess())
+ * counts into a private slot nobody reads.
  *
  * Portions Copyright (c) 2026, pgnvm developers
  *
@@ -22,6 +23,8 @@
  */
 #ifndef NVM_STATS_H
 #define NVM_STATS_H
+
+#include "storage/procnumber.h"
 
 #define NVM_STATS_COUNTERS(X) \
 	X(mapped_reads, "blocks copied from a relation file mapping into a buffer (se1, se2)") \
@@ -73,5 +76,6 @@ extern Size NvmStatsShmemSize(void);
 extern void NvmStatsShmemInit(void);
 extern void NvmStatsAttach(void);
 extern void NvmStatsSum(uint64 *sums);
+extern bool NvmStatsOfProc(ProcNumber procno, uint64 *values);
 
 #endif							/* NVM_STATS_H */

@@ -6,9 +6,12 @@
  * The counters are defined once, in storage/nvm_stats.h.  Every process
  * with a PGPROC counts into its own cache-line-sized slot of a shared array,
  * without locks or atomics: a slot has exactly one writer, and readers
- * (contrib/pgnvm) sum all slots, accepting that a concurrent sum may miss
- * increments made a moment ago.  Slots are never reset while the server
- * runs, so the sums only grow.
+ * (contrib/pgnvm) sum all slots, or read one process's, accepting that a
+ * concurrent read may miss increments made a moment ago.  Slots are never
+ * reset while the server runs, so the sums only grow; a slot is reused by the
+ * next process with the same PGPROC and goes on from its predecessor's
+ * counts, so one process's work is the difference of two readings taken
+ * while it lives.
  *
  * Portions Copyright (c) 2026, pgnvm developers
  *
@@ -103,4 +106,26 @@ NvmStatsSum(uint64 *sums)
 		for (int i = 0; i < NvmStatsNumCounters; i++)
 			sums[i] += *(const volatile uint64 *) (slot + NvmStatsCounters[i].offset);
 	}
+}
+
+/*
+ * NvmStatsOfProc -- values[i] = counter i (NvmStatsCounters[] order) of the
+ * slot of process procno: what that process counted, on top of what earlier
+ * holders of its PGPROC counted.  A test that must not see other processes'
+ * work (autovacuum, another session's scans) takes the difference of two
+ * readings of its own slot instead of NvmStatsSum().  Returns false, with
+ * zeros, if procno has no slot (such a process counts privately).
+ */
+bool
+NvmStatsOfProc(ProcNumber procno, uint64 *values)
+{
+	const char *slot;
+
+	memset(values, 0, sizeof(uint64) * NvmStatsNumCounters);
+	if (NvmStatsSlots == NULL || procno < 0 || procno >= NvmStatsNumSlots)
+		return false;
+	slot = (const char *) &NvmStatsSlots[procno].slot;
+	for (int i = 0; i < NvmStatsNumCounters; i++)
+		values[i] = *(const volatile uint64 *) (slot + NvmStatsCounters[i].offset);
+	return true;
 }
