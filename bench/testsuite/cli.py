@@ -48,6 +48,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="list what a run would test (configurations and checks) and exit",
     )
     p.add_argument(
+        "--quick",
+        action="store_true",
+        help="day-to-day run (<= 10 min): "
+        + ", ".join([*settings.QUICK_CONFIGS, *settings.QUICK_WITH_SE2])
+        + " (the se2 ones if the server accepts se2) through every check but "
+        + ", ".join(registry.NOT_QUICK)
+        + "; CI runs the full suite",
+    )
+    p.add_argument(
         "--only",
         type=_csv,
         default=None,
@@ -65,6 +74,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "and the random lookups (default: random, printed)",
     )
     p.add_argument(
+        "--jobs",
+        "-j",
+        type=int,
+        default=settings.default_jobs(),
+        metavar="N",
+        help="lanes: run up to N tasks side by side (a configuration with its checks, or a "
+        "check run once), each configuration on its own cluster and port; the reference "
+        "configuration goes first and the others wait for its values before comparing. "
+        f"1: one after the other. Default: {settings.default_jobs()} (CPUs here, at most "
+        f"{settings.MAX_JOBS})",
+    )
+    p.add_argument(
         "--no-build",
         dest="build",
         action="store_false",
@@ -80,6 +101,10 @@ def _cmd_test(args: argparse.Namespace) -> int:
         registry.select(args.only)
     except ValueError as e:
         raise SystemExit(f"pgnvm test: {e}") from None
+    if args.quick and args.only:
+        raise SystemExit("pgnvm test: --quick and --only do not go together")
+    if args.jobs < 1:
+        raise SystemExit(f"pgnvm test: --jobs must be at least 1, not {args.jobs}")
     if args.list_configs:
         return _list_configs()
     if args.list:
@@ -88,7 +113,13 @@ def _cmd_test(args: argparse.Namespace) -> int:
 
     return run_tests(
         Options(
-            configs=args.configs, only=args.only, keep=args.keep, seed=args.seed, build=args.build
+            configs=args.configs,
+            only=args.only,
+            keep=args.keep,
+            seed=args.seed,
+            build=args.build,
+            jobs=args.jobs,
+            quick=args.quick,
         )
     )
 
@@ -108,15 +139,17 @@ def _list_configs() -> int:
 
 def _list(args: argparse.Namespace) -> int:
     """The configurations and checks a run with these options would test."""
-    global_checks, checks = registry.select(args.only)
+    global_checks, checks = registry.select(args.only, args.quick)
+    with_se2 = settings.QUICK_WITH_SE2 if args.quick else settings.WITH_SE2
     if args.configs:
         names, how = args.configs, "as given"
     elif _built():
-        names, notes = settings.default_configs(build.bindir(FLAVOUR), BASE_SETTINGS)
+        names, notes = settings.default_configs(build.bindir(FLAVOUR), BASE_SETTINGS, args.quick)
         how = f"default; the {FLAVOUR} build's se2: {notes['nvm_se2']}"
     else:
-        names = [*settings.DEFAULT_CONFIGS, *settings.WITH_SE2]
-        how = f"default, {', '.join(settings.WITH_SE2)} if the {FLAVOUR} build accepts se2"
+        always = settings.QUICK_CONFIGS if args.quick else settings.DEFAULT_CONFIGS
+        names = [*always, *with_se2]
+        how = f"default, {', '.join(with_se2)} if the {FLAVOUR} build accepts se2"
     print(f"configurations ({how}):")
     for c in settings.resolve(names):
         print(f"  {c.name:<18} engine={c.engine} {c.doc}")

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,27 +39,62 @@ class RunState:
     references: dict[str, Any] = field(default_factory=dict)  # values recorded by base
     reference_file: Path | None = None  # results/test-reference.json (base values of the last run)
 
+    reference_in_run: bool = False  # the reference configuration is one of this run's
+
     def load_reference(self, key: str) -> tuple[Any, str] | None:
-        """A value recorded by base in this run, else the one cached by an earlier run."""
+        """A value recorded by base in this run, else the one cached by an earlier run.
+        Configurations may run in other processes than base's (lanes): base's values of
+        this run reach them through the file, marked with this run's stamp."""
         if key in self.references:
             return self.references[key], "this run"
         if self.reference_file and self.reference_file.is_file():
             with contextlib.suppress(ValueError, OSError):
                 doc = json.loads(self.reference_file.read_text())
                 if key in doc:
-                    return doc[key]["value"], f"cached base run {doc[key]['stamp']}"
+                    stamp = doc[key]["stamp"]
+                    where = "this run" if stamp == self.stamp else f"cached base run {stamp}"
+                    return doc[key]["value"], where
         return None
 
     def store_reference(self, key: str, value: Any) -> None:
         self.references[key] = value
         if self.reference_file is None:
             return
-        doc: dict[str, Any] = {}
-        with contextlib.suppress(ValueError, OSError):
-            doc = json.loads(self.reference_file.read_text())
-        doc[key] = {"stamp": self.stamp, "value": value}
         self.reference_file.parent.mkdir(parents=True, exist_ok=True)
-        self.reference_file.write_text(json.dumps(doc, indent=2) + "\n")
+        with open(self.reference_file.with_suffix(".lock"), "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            doc: dict[str, Any] = {}
+            with contextlib.suppress(ValueError, OSError):
+                doc = json.loads(self.reference_file.read_text())
+            doc[key] = {"stamp": self.stamp, "value": value}
+            # readers in other lanes never see a half-written file
+            tmp = self.reference_file.with_suffix(".tmp")
+            tmp.write_text(json.dumps(doc, indent=2) + "\n")
+            tmp.replace(self.reference_file)
+
+    # ---- the reference configuration's progress, seen by the other lanes
+
+    def _marker(self, check: str) -> Path:
+        return self.work_root / ".reference" / f"{check}.done"
+
+    def reference_done(self, check: str) -> None:
+        """The reference configuration is past ``check`` (``*``: past every check)."""
+        m = self._marker(check)
+        m.parent.mkdir(parents=True, exist_ok=True)
+        m.touch()
+
+    def wait_for_reference(self, check: str, limit: float = 30 * 60) -> float:
+        """Wait until the reference configuration of this run is past ``check`` (whatever
+        its outcome), so that a comparison uses this run's value; returns the seconds
+        waited. No wait when the reference configuration is not in this run."""
+        if not self.reference_in_run:
+            return 0.0
+        t0 = time.monotonic()
+        while not (self._marker(check).exists() or self._marker("*").exists()):
+            if time.monotonic() - t0 > limit:
+                break
+            time.sleep(0.5)
+        return time.monotonic() - t0
 
 
 @dataclass(frozen=True)
@@ -199,10 +236,11 @@ class EngineEnv:
         log_name: str,
         as_server: bool = True,
         cwd: Path | None = None,
+        extra_env: dict[str, str] | None = None,
     ) -> proc.Ran:
         return proc.run(
             cmd,
-            env=self.client_env(),
+            env=self.client_env() | (extra_env or {}),
             timeout=timeout,
             log=self.workdir / log_name,
             as_server=as_server,

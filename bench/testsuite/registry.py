@@ -12,6 +12,9 @@ class CheckDef:
     name: str
     limit: float  # seconds
     doc: str
+    #: compares with the value the reference configuration (stock base) records in the
+    #: same run: in a run with lanes it waits until the reference is past this check
+    uses_reference: bool = False
 
 
 ENGINE_CHECKS: tuple[CheckDef, ...] = (
@@ -19,10 +22,10 @@ ENGINE_CHECKS: tuple[CheckDef, ...] = (
     CheckDef("pgnvm_ext", 5 * 60, "make installcheck (contrib/pgnvm)"),
     CheckDef("isolation", 15 * 60, "make installcheck (src/test/isolation)"),
     CheckDef("amcheck", 10 * 60, "pg_amcheck of the regression databases"),
-    CheckDef("truncated", 5 * 60, "relation file truncated behind the server"),
-    CheckDef("checksum", 5 * 60, "page corrupted behind the server: same error as base"),
+    CheckDef("truncated", 5 * 60, "relation file truncated behind the server", True),
+    CheckDef("checksum", 5 * 60, "page corrupted behind the server: same error as base", True),
     CheckDef("enospc", 5 * 60, "tablespace on a full tmpfs (root only)"),
-    CheckDef("differential", 15 * 60, "query digests identical to base"),
+    CheckDef("differential", 15 * 60, "query digests identical to base", True),
     CheckDef("strace", 5 * 60, "no pread of relation files in a seq scan (se1+)"),
     CheckDef("redirect", 5 * 60, "se2 scans redirect buffers (none elsewhere)"),
     CheckDef("cow", 5 * 60, "se2 copy-on-write: the file changes only at write-back"),
@@ -41,7 +44,7 @@ ENGINE_CHECKS: tuple[CheckDef, ...] = (
         5 * 60,
         "se2 prefetch helper threads survive cancel/timeout/FATAL/exit, follow the settings",
     ),
-    CheckDef("stress", 6 * 60, "concurrent writers/readers/VACUUM; digest = base's"),
+    CheckDef("stress", 6 * 60, "concurrent writers/readers/VACUUM; digest = base's", True),
     CheckDef("crash", 10 * 60, "kill -9 under load; acknowledged commits survive"),
     CheckDef(
         "wal_pmem",
@@ -100,9 +103,29 @@ ALL_NAMES: tuple[str, ...] = (
 )
 
 
-def select(only: list[str] | None) -> tuple[list[str], list[CheckDef]]:
-    """(global checks to run, engine checks) for ``--only`` names (None: everything), each
-    in registry order."""
+#: What ``./pgnvm test --quick`` leaves to the full run, and why: the long suites whose
+#: configurations are covered by the checks it keeps, and the checks that test no engine.
+#: ``--quick`` runs every other engine check (regress first) in its configurations
+#: (:data:`bench.testsuite.settings.QUICK_CONFIGS`).
+NOT_QUICK: dict[str, str] = {
+    "isolation": "concurrency of the server's own locking: ~25 s per configuration",
+    "stress": "concurrent writers and readers for ~60 s per configuration",
+    "tap_recovery": "replication and recovery: ~2 min per configuration",
+    "prefetch": "libnvmprefetch's own tests (no server): make -C prefetch test",
+    "storagebench": "the storage microbenchmark's own tests (no server)",
+    "checksum_simd": "the checksum variants' own tests (no engine)",
+    "pytest": "the Python tooling's tests (no engine): venv/bin/pytest -q tests",
+}
+
+
+def select(only: list[str] | None, quick: bool = False) -> tuple[list[str], list[CheckDef]]:
+    """(global checks to run, engine checks) for ``--only`` names (None: everything; with
+    ``quick``: all but :data:`NOT_QUICK`), each in registry order."""
+    if not only and quick:
+        return (
+            [g.name for g in GLOBAL_CHECKS if g.name not in NOT_QUICK],
+            [c for c in ENGINE_CHECKS if c.name not in NOT_QUICK],
+        )
     if not only:
         return [g.name for g in GLOBAL_CHECKS], list(ENGINE_CHECKS)
     unknown = [n for n in only if n not in ALL_NAMES]

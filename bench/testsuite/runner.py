@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from bench.core import build, configs, osuser, paths, ui
 from bench.core import cluster as clu
-from bench.testsuite import model, proc, registry, settings
+from bench.testsuite import lanes, model, proc, registry, settings
 from bench.testsuite.checks.amcheck import amcheck
 from bench.testsuite.checks.checksum import checksum
 from bench.testsuite.checks.checksum_simd import checksum_simd_check
@@ -26,7 +26,13 @@ from bench.testsuite.checks.differential import differential
 from bench.testsuite.checks.enospc import enospc
 from bench.testsuite.checks.fault_guard import fault_guard_check
 from bench.testsuite.checks.faults import cow_failure, mapping_limits
-from bench.testsuite.checks.pgsuites import isolation, pgnvm_ext, regress, tap_recovery
+from bench.testsuite.checks.pgsuites import (
+    isolation,
+    pgnvm_ext,
+    regress,
+    tap_recovery,
+    tap_recovery_skip,
+)
 from bench.testsuite.checks.prefetch_check import prefetch_check
 from bench.testsuite.checks.prefetch_lifecycle import prefetch_lifecycle
 from bench.testsuite.checks.pytest_check import pytest_check
@@ -80,6 +86,8 @@ class Options:
     keep: bool = False
     seed: int | None = None
     build: bool = True  # False: use the installed check flavour as it is
+    quick: bool = False  # --quick: registry.NOT_QUICK left out, settings.QUICK_CONFIGS
+    jobs: int = 1  # lanes: tasks (a configuration, a check run once) run side by side
 
 
 def _detail_of(e: BaseException) -> str:
@@ -139,43 +147,140 @@ def run_one(
 
 
 def _config_run(
-    env: EngineEnv, checks: list[registry.CheckDef], results: list[CheckResult]
+    env: EngineEnv, checks: list[registry.CheckDef], emit: Callable[[CheckResult], None]
+) -> None:
+    """Set up ``env``'s cluster and run ``checks`` on it, one after the other, each result
+    passed to ``emit`` as soon as it is known. The reference configuration marks each check
+    it is past (the other lanes wait for that before a comparison with it)."""
+    try:
+        _config_checks(env, checks, emit)
+    finally:
+        if env.records_reference:
+            env.run.reference_done("*")
+
+
+def _config_checks(
+    env: EngineEnv, checks: list[registry.CheckDef], emit: Callable[[CheckResult], None]
 ) -> None:
     setup = run_one("setup", env.label, 10 * 60, env.setup, env)
-    results.append(setup)
+    emit(setup)
     if setup.status is not Status.PASS:
         why = headline(setup.detail)
         setup.detail = f"{why}\n{setup.detail}"
         for c in checks:
-            results.append(
-                CheckResult(c.name, env.label, Status.FAIL, 0.0, f"cluster setup failed: {why}")
-            )
-            ui.error(results[-1].line())
+            r = CheckResult(c.name, env.label, Status.FAIL, 0.0, f"cluster setup failed: {why}")
+            ui.error(r.line())
+            emit(r)
         return
     for c in checks:
+        waited = 0.0
+        if c.uses_reference and not env.records_reference:
+            waited = env.run.wait_for_reference(c.name)
         pre = ""
         try:
             pre = env.server.ensure_running()
         except Exception as e:
-            results.append(
-                CheckResult(
-                    c.name,
-                    env.label,
-                    Status.FAIL,
-                    0.0,
-                    f"server cannot be restarted: {_detail_of(e)}",
-                )
+            r = CheckResult(
+                c.name, env.label, Status.FAIL, 0.0, f"server cannot be restarted: {_detail_of(e)}"
             )
-            ui.error(results[-1].line())
+            ui.error(r.line())
+            emit(r)
             continue
         r = run_one(c.name, env.label, c.limit, lambda c=c: CHECK_FUNCS[c.name](env, c.limit), env)
+        if env.records_reference:
+            env.run.reference_done(c.name)
         if pre:
             r.detail = pre + r.detail
-        results.append(r)
+        if waited >= 1.0:
+            r.detail += f" (waited {waited:.0f}s for the reference configuration first)"
+        emit(r)
         if r.detail.startswith("TIMEOUT"):
             # sessions of the timed-out check may still run: start the next check afresh
             with contextlib.suppress(Exception):
                 env.server.restart("immediate")
+
+
+#: Rough seconds of a configuration's checks on a 2-core VM (cassert build), to start the
+#: longest tasks first so that the lanes end together; only the order depends on it.
+_EST_CONFIG = 180.0
+_EST_TAP = 120.0  # tap_recovery, where it runs
+_EST_PMEM_CRASH = 60.0  # crash's 7 extra rounds with nvm_wal = pmem
+_EST_GLOBAL = {"pytest": 150.0, "prefetch": 60.0, "checksum_simd": 60.0}
+
+
+def _estimate(cfg: configs.Config, checks: list[registry.CheckDef]) -> float:
+    names = {c.name for c in checks}
+    est = _EST_CONFIG * len(names) / len(registry.ENGINE_CHECKS)
+    if "tap_recovery" in names and tap_recovery_skip(cfg) is None:
+        est += _EST_TAP
+    if "crash" in names and cfg.writes_wal_pmem:
+        est += _EST_PMEM_CRASH
+    return est
+
+
+def _plan(
+    run: RunState,
+    names: list[str],
+    verdicts: dict[str, configs.Verdict],
+    checks: list[registry.CheckDef],
+    global_checks: list[str],
+) -> list[lanes.Task]:
+    """The run's tasks in the order the lanes take them: the reference configuration first
+    (the others compare with what it records and wait for it), then the other
+    configurations and the checks run once, longest first."""
+    tasks: list[tuple[float, lanes.Task]] = []
+    if checks:
+        cfgs = settings.resolve(names)
+        run.reference_in_run = any(c.is_reference for c in cfgs)
+        ports: set[int] = set()
+        for cfg in cfgs:
+            port = pick_port(PORT_BASE, ports)
+            ports.add(port)
+            env = EngineEnv(run, cfg, port, verdicts[cfg.name])
+            first = float("inf") if cfg.is_reference else _estimate(cfg, checks)
+            tasks.append((first, lanes.Task(cfg.name, _config_task(env, checks))))
+    for name in global_checks:
+        tasks.append((_EST_GLOBAL.get(name, 20.0), lanes.Task(name, _global_task(name, run))))
+    tasks.sort(key=lambda t: -t[0])  # stable: equal estimates keep the catalogue's order
+    return [t for _, t in tasks]
+
+
+def _config_task(
+    env: EngineEnv, checks: list[registry.CheckDef]
+) -> Callable[[Callable[[CheckResult], None]], None]:
+    def task(emit: Callable[[CheckResult], None]) -> None:
+        try:
+            _config_run(env, checks, emit)
+        finally:
+            env.teardown()
+
+    return task
+
+
+def _global_task(name: str, run: RunState) -> Callable[[Callable[[CheckResult], None]], None]:
+    def task(emit: Callable[[CheckResult], None]) -> None:
+        emit(_run_global(name, run))
+
+    return task
+
+
+def slowest_table(results: list[CheckResult], top: int = 10) -> list[str]:
+    """The checks that took longest, summed over configurations: ``check  total  max (config)``."""
+    per: dict[str, list[CheckResult]] = {}
+    for r in results:
+        per.setdefault(r.check, []).append(r)
+    rows = sorted(per.items(), key=lambda kv: -sum(r.duration for r in kv[1]))[:top]
+    if not rows:
+        return []
+    out = ["slowest checks (seconds, summed over configurations; the longest single run):"]
+    for check, rs in rows:
+        worst = max(rs, key=lambda r: r.duration)
+        where = f" ({worst.config})" if worst.config else ""
+        out.append(
+            f"  {check:<20} {sum(r.duration for r in rs):7.1f}  x{len(rs):<2} "
+            f"max {worst.duration:6.1f}{where}"
+        )
+    return out
 
 
 def _prepare(
@@ -192,7 +297,7 @@ def _prepare(
     if opts.configs:
         names = opts.configs
     else:
-        names, notes = settings.default_configs(bindir, BASE_SETTINGS)
+        names, notes = settings.default_configs(bindir, BASE_SETTINGS, opts.quick)
     verdicts = configs.availability(bindir, settings.resolve(names), BASE_SETTINGS)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     results_root = repo_results_dir()
@@ -262,9 +367,8 @@ def run_tests(opts: Options) -> int:
 def _run_tests(opts: Options) -> int:
     started = time.strftime("%Y-%m-%dT%H:%M:%S")
     t_all = time.monotonic()
-    global_checks, checks = registry.select(opts.only)
+    global_checks, checks = registry.select(opts.only, opts.quick)
     results: list[CheckResult] = []
-    envs: list[EngineEnv] = []
     run: RunState | None = None
     names: list[str] = []
     verdicts: dict[str, configs.Verdict] = {}
@@ -288,28 +392,26 @@ def _run_tests(opts: Options) -> int:
             for n, out in notes.items():
                 if n not in names:
                     ui.info(f"{n} and its variants not in the default run: {out}")
-            if checks:
-                ports: set[int] = set()
-                for cfg in settings.resolve(names):
-                    port = pick_port(PORT_BASE, ports)
-                    ports.add(port)
-                    env = EngineEnv(run, cfg, port, verdicts[cfg.name])
-                    envs.append(env)
-                    try:
-                        _config_run(env, checks, results)
-                    finally:
-                        env.teardown()
-            for name in global_checks:
-                results.append(_run_global(name, run))
+            tasks = _plan(run, names, verdicts, checks, global_checks)
+            lanes_n = max(1, min(opts.jobs, len(tasks)))
+            if lanes_n > 1:
+                ui.info(
+                    f"{len(tasks)} tasks on {lanes_n} lanes, in this order: "
+                    + ", ".join(t.label for t in tasks)
+                )
+            finished = lanes.run_tasks(tasks, lanes_n)
+            # reported in the order of the run's configurations, then the checks run once
+            order = {n: i for i, n in enumerate([*names, *global_checks])}
+            for t in sorted(tasks, key=lambda t: order.get(t.label, len(order))):
+                results.extend(t.results)
+            if not finished:
+                raise KeyboardInterrupt
     except KeyboardInterrupt as e:
         interrupted = True
         if isinstance(e, Interrupted):
             results.append(e.result)
         ui.error("interrupted: stopping the servers this run started")
     finally:
-        for env in envs:
-            with contextlib.suppress(BaseException):
-                env.server.stop("immediate")
         with contextlib.suppress(BaseException):
             clu.stop_started("immediate")
         if run is not None and not opts.keep:
@@ -328,6 +430,8 @@ def _run_tests(opts: Options) -> int:
                 "flavour": FLAVOUR,
                 "build_seconds": round(build_s, 1),
                 "wall_seconds": round(total, 1),
+                "lanes": opts.jobs,
+                "quick": opts.quick,
                 "interrupted": interrupted,
                 "probe": notes,
                 "artifacts_dir": str(run.results_dir),
@@ -336,6 +440,8 @@ def _run_tests(opts: Options) -> int:
         )
         out_path = run.results_dir.parent / f"test-{run.stamp}.json"
         model.write_report(out_path, data)
+    for line in slowest_table(results):
+        ui.info(line)
     print("", flush=True)
     for line in model.summary_lines(results):
         print(line, flush=True)

@@ -10,6 +10,7 @@ base as it ships (:data:`bench.core.configs.REFERENCE`, ``nvm_base_worker``).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from bench.core import configs
@@ -24,6 +25,17 @@ BASE_SETTINGS: dict[str, str] = {
     "log_line_prefix": "%m [%p] %q%a ",
 }
 
+#: Lanes of a run at most (``--jobs``): more configurations side by side than this only
+#: make each check slower (and the machines we run on have 2-8 CPUs).
+MAX_JOBS = 4
+
+
+def default_jobs() -> int:
+    """Lanes by default: one per CPU of this process's affinity, 2..MAX_JOBS (on one CPU
+    two lanes still overlap one configuration's waits with another's work)."""
+    return max(2, min(MAX_JOBS, len(os.sched_getaffinity(0))))
+
+
 #: always run by default (se1 fails loudly, in setup, until the server has it)
 DEFAULT_CONFIGS: tuple[str, ...] = (
     "nvm_base_worker",
@@ -34,6 +46,13 @@ DEFAULT_CONFIGS: tuple[str, ...] = (
 #: run by default when the built server accepts se2: se2, its prefetch variants, and se2
 #: with the PMem write path (WAL and data through libpmem2)
 WITH_SE2: tuple[str, ...] = ("nvm_se2", "nvm_se2_inline", "nvm_se2_m1", "nvm_se2_pmem")
+
+
+#: ``--quick``: one configuration per engine (the reference first), se2 with helpers
+#: (the prefetch checks) and se2 with the PMem write path (wal_pmem, data_pmem, crash's
+#: YCSB-A rounds); the se2 ones when the server accepts se2
+QUICK_CONFIGS: tuple[str, ...] = ("nvm_base_worker", "nvm_se1")
+QUICK_WITH_SE2: tuple[str, ...] = ("nvm_se2", "nvm_se2_m1", "nvm_se2_pmem")
 
 
 #: Configurations of the catalogue the checks cannot run: name -> why.
@@ -56,10 +75,14 @@ def resolve(wanted: list[str]) -> list[configs.Config]:
     return configs.resolve(wanted, excluded=EXCLUDED)
 
 
-def default_configs(bindir: Path, common: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+def default_configs(
+    bindir: Path, common: dict[str, str], quick: bool = False
+) -> tuple[list[str], dict[str, str]]:
     """:data:`DEFAULT_CONFIGS`, plus :data:`WITH_SE2` if the server accepts se2 (probed with
     ``nvm_se2``'s engine and settings; its prefetch variants fail loudly, in setup, if the
-    server refuses their settings). Also returns what the probe said."""
+    server refuses their settings); with ``quick`` the same from :data:`QUICK_CONFIGS` and
+    :data:`QUICK_WITH_SE2`. Also returns what the probe said."""
     v = configs.verdict(configs.BY_NAME["nvm_se2"], bindir, common)
-    names = list(DEFAULT_CONFIGS) + (list(WITH_SE2) if v.runs else [])
+    always, with_se2 = (QUICK_CONFIGS, QUICK_WITH_SE2) if quick else (DEFAULT_CONFIGS, WITH_SE2)
+    names = list(always) + (list(with_se2) if v.runs else [])
     return names, {"nvm_se2": v.describe()}

@@ -4,8 +4,13 @@ recovery TAP suite with the engine in every cluster it creates."""
 
 from __future__ import annotations
 
+import fcntl
 import re
+import shutil
+from pathlib import Path
 
+from bench.core import osuser
+from bench.core.configs import Config
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.model import CheckFailed, CheckSkipped
 
@@ -71,6 +76,51 @@ _PROVE_SKIPPED_RE = re.compile(r"^t/\S+\.pl \.+ skipped", re.MULTILINE)
 # own directory, as in PostgreSQL's meson runs, which run every TAP file in parallel.
 TAP_JOBS = 3
 
+#: initdb's options for the template the TAP clusters are copied from: those of
+#: PostgreSQL's own ``make check`` (src/Makefile.global, target temp-install).
+TEMPLATE_INITDB_OPTS = ("--auth", "trust", "--no-sync", "--no-instructions", "--lc-messages=C")
+
+
+def tap_recovery_skip(config: Config) -> str | None:
+    """Why ``tap_recovery`` does not run for ``config`` (None: it runs). See
+    :func:`tap_recovery` for the reasons; the runner also uses it to plan the lanes."""
+    if config.prefetch == "inline":
+        return f"recovery is the same as {config.engine}'s (run there)"
+    if config.persists_data_pmem and config.engine != "se2":
+        return (
+            f"recovery is {config.engine}'s for reads and se2's with nvm_data_persist = pmem "
+            "for write-back (run there)"
+        )
+    if config.writes_wal_pmem and config.engine != "base" and not config.persists_data_pmem:
+        return (
+            f"recovery is {config.engine}'s with nvm_wal = file and base's with nvm_wal = pmem "
+            "(run there)"
+        )
+    return None
+
+
+def initdb_template(env: EngineEnv) -> Path:
+    """The run's initdb template (made once, by the first configuration that asks, under a
+    lock: configurations may run side by side). PostgreSQL::Test::Cluster copies it instead
+    of running initdb for every cluster a test creates without initdb options of its own
+    (INITDB_TEMPLATE, as PostgreSQL's own ``make check`` does): with the cassert build an
+    initdb costs seconds of CPU and the suite creates dozens of clusters. initdb does not
+    depend on the engine (the engine is set in postgresql.conf, appended by the suite)."""
+    root = env.run.work_root
+    template = root / "initdb-template"
+    with open(root / "initdb-template.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (template / "PG_VERSION").is_file():
+            shutil.rmtree(template, ignore_errors=True)
+            ran = env.run_tool(
+                [env.tool("initdb"), *TEMPLATE_INITDB_OPTS, "--no-clean", str(template)],
+                timeout=300,
+                log_name="initdb-template.log",
+            )
+            if ran.returncode != 0:
+                raise CheckFailed(f"initdb of the TAP template failed:\n{ran.tail(15)}")
+    return template
+
 
 def tap_recovery(env: EngineEnv, limit: float) -> str:
     """PostgreSQL's recovery TAP suite (src/test/recovery: streaming and cascading replicas,
@@ -87,32 +137,30 @@ def tap_recovery(env: EngineEnv, limit: float) -> str:
     and checkpoints fsync nothing for blocks written back through the mappings) runs it with
     se2, whose write-back is se1's (nvm_writev): se1 with it is skipped, its reads being
     checked with se1. Other se1/se2 configurations with nvm_wal = pmem are skipped too:
-    nvm_wal changes only how WAL is written (checked with base). The suite takes ~2.5 min
-    per run (TAP_JOBS files at once).
+    nvm_wal changes only how WAL is written (checked with base).
+
+    Several configurations may run the suite at once (lanes): each gets its own
+    ``tmp_check`` (the recipe's CURDIR pointed at its work directory; the build tree is
+    only read) and all of them share one directory of port reservations
+    (PG_TEST_PORT_DIR), so no two clusters of the run take the same port.
     """
-    if env.config.prefetch == "inline":
-        raise CheckSkipped(f"recovery is the same as {env.engine}'s (run there)")
-    if env.config.persists_data_pmem and env.engine != "se2":
-        raise CheckSkipped(
-            f"recovery is {env.engine}'s for reads and se2's with nvm_data_persist = pmem "
-            "for write-back (run there)"
-        )
-    if env.config.writes_wal_pmem and env.engine != "base" and not env.config.persists_data_pmem:
-        raise CheckSkipped(
-            f"recovery is {env.engine}'s with nvm_wal = file and base's with nvm_wal = pmem "
-            "(run there)"
-        )
+    why = tap_recovery_skip(env.config)
+    if why:
+        raise CheckSkipped(why)
     tree = env.run.tree / "src/test/recovery"
     if not tree.is_dir():
         raise CheckFailed(f"no {tree}: is the check flavour built?")
-    conf = env.workdir / "tap-temp.conf"
     env.workdir.mkdir(parents=True, exist_ok=True)
+    conf = env.workdir / "tap-temp.conf"
     conf.write_text(
         "# ./pgnvm test tap_recovery: the engine under test, in every TAP cluster\n"
         f"nvm_storage_engine = '{env.engine}'\n"
         + "".join(f"{k} = '{v}'\n" for k, v in env.config.settings.items())
     )
     conf.chmod(0o644)
+    template = initdb_template(env)
+    portdir = osuser.ensure_dir(env.run.work_root / "portlock")
+    curdir = osuser.ensure_dir(env.workdir / "tap")
     ran = env.run_tool(
         [
             "make",
@@ -122,20 +170,24 @@ def tap_recovery(env: EngineEnv, limit: float) -> str:
             "installcheck",
             f"TEMP_CONFIG={conf}",
             f"PROVE_FLAGS=-j{TAP_JOBS}",
+            # prove_installcheck puts tmp_check (clusters, logs) under $(CURDIR)
+            f"CURDIR={curdir}",
         ],
         timeout=limit,
         log_name="tap_recovery.log",
+        extra_env={"INITDB_TEMPLATE": str(template), "PG_TEST_PORT_DIR": str(portdir)},
     )
     files = _PROVE_FILES_RE.search(ran.output)
     result = _PROVE_RESULT_RE.search(ran.output)
     skipped = len(_PROVE_SKIPPED_RE.findall(ran.output))
+    copied = _count_template_copies(curdir / "tmp_check" / "log")
     if ran.returncode != 0 or result is None or result.group(1) != "PASS" or files is None:
         failed = _PROVE_FAILED_RE.findall(ran.output)
         msg = f"prove: {result.group(1) if result else f'make exited {ran.returncode}'}"
         if failed:
             msg += f"; failed: {', '.join(failed[:20])}"
         artifacts = [str(env.save_artifact(env.workdir / "tap_recovery.log"))]
-        logs = tree / "tmp_check" / "log"
+        logs = curdir / "tmp_check" / "log"
         for t in failed[:5]:
             log = logs / f"regress_log_{t.removeprefix('t/').removesuffix('.pl')}"
             if log.is_file():
@@ -143,5 +195,16 @@ def tap_recovery(env: EngineEnv, limit: float) -> str:
         raise CheckFailed(f"{msg}\n{ran.tail(25)}", artifacts)
     return (
         f"{files.group(1)} test files, {files.group(2)} tests passed"
-        f" ({skipped} skipped by the suite itself: injection points not built)"
+        f" ({skipped} skipped by the suite itself: injection points not built); "
+        f"clusters copied from the initdb template: {copied[0]}, initdb run: {copied[1]}"
     )
+
+
+def _count_template_copies(logdir: Path) -> tuple[int, int]:
+    """(clusters copied from the template, clusters made by initdb) per the suite's logs."""
+    copied = initdb = 0
+    for log in logdir.glob("regress_log_*"):
+        text = log.read_text(errors="replace")
+        copied += text.count("initializing database system by copying initdb template")
+        initdb += text.count("initializing database system by running initdb")
+    return copied, initdb
