@@ -34,11 +34,8 @@ RESULTS_INDEX = RESULTS / "README.md"
 
 #: ``./pgnvm test``'s default plan: always, plus the se2 ones when the server has se2.
 TEST_DEFAULTS = (*test_settings.DEFAULT_CONFIGS, *test_settings.WITH_SE2)
-#: ``./pgnvm test --quick``'s plan, likewise (where the harness has one).
-TEST_QUICK = (
-    *getattr(test_settings, "QUICK_CONFIGS", ()),
-    *getattr(test_settings, "QUICK_WITH_SE2", ()),
-)
+#: ``./pgnvm test --quick``'s plan, likewise.
+TEST_QUICK = (*test_settings.QUICK_CONFIGS, *test_settings.QUICK_WITH_SE2)
 
 #: The README's "run by default by" column: job -> its default configurations.
 JOB_DEFAULTS: dict[str, tuple[str, ...]] = {
@@ -235,12 +232,6 @@ def test_readme_default_column_matches_each_jobs_defaults() -> None:
 
 # --------------------------------------------------------------------------- test defaults
 
-#: bench/testsuite/README.md's default list as it stood before nvm_base_walpmem,
-#: nvm_se1_pmem and nvm_se2_pmem joined the plan. That file is being rewritten with the
-#: test-time work of issue 21 (not by this change); while this exact text is there the
-#: check below is expected to fail, and it runs strictly as soon as the text is gone.
-_STALE_TESTSUITE_DEFAULTS = "`nvm_base_worker,nvm_se1`, plus `nvm_se2,nvm_se2_inline,nvm_se2_m1`"
-
 
 def default_test_lists(path: Path) -> list[tuple[str, list[str]]]:
     """Sentences of ``path`` that list default configurations of ``./pgnvm test``: they
@@ -257,24 +248,11 @@ def default_test_lists(path: Path) -> list[tuple[str, list[str]]]:
     return found
 
 
-def _stale(path: Path) -> bool:
-    return _STALE_TESTSUITE_DEFAULTS in path.read_text()
-
-
 @pytest.mark.parametrize(
     "path",
     [
         pytest.param(README, id="README.md"),
-        pytest.param(
-            TESTSUITE_README,
-            id="bench/testsuite/README.md",
-            marks=pytest.mark.xfail(
-                _stale(TESTSUITE_README),
-                reason="bench/testsuite/README.md still lists the defaults of before "
-                "nvm_base_walpmem/nvm_se1_pmem/nvm_se2_pmem (being rewritten elsewhere)",
-                strict=True,
-            ),
-        ),
+        pytest.param(TESTSUITE_README, id="bench/testsuite/README.md"),
     ],
 )
 def test_default_test_lists_match_settings(path: Path) -> None:
@@ -391,3 +369,28 @@ def test_results_index_lists_every_run_once() -> None:
         f"docs/results/README.md: not listed {sorted(set(runs) - set(listed))}, "
         f"listed but absent {sorted(set(listed) - set(runs))}"
     )
+
+
+# --------------------------------------------------------------------------- why each cell runs
+
+
+def test_why_table_covers_every_check_and_default_configuration() -> None:
+    """bench/testsuite/README.md's "Why each configuration x check runs": one row per check
+    of the registry (in its order), one column per default configuration (``nvm_``
+    dropped), every cell one of the documented codes."""
+    from bench.testsuite import registry
+
+    text = TESTSUITE_README.read_text()
+    part = text.split("## Why each configuration × check runs", 1)[1].split("\n## ", 1)[0]
+    lines = [ln for ln in part.splitlines() if ln.startswith("|")]
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in lines[2:]]
+    assert head[0] == "check"
+    assert ["nvm_" + h for h in head[1:]] == list(TEST_DEFAULTS), head
+    assert [r[0] for r in rows] == [c.name for c in registry.ENGINE_CHECKS]
+    codes = {"ref", "eng", "wal", "dat", "pf", "ctl", "skip"}
+    for r in rows:
+        assert len(r) == len(head), r
+        for cell in r[1:]:
+            words = cell.split("(")[0].split()
+            assert words and set(words) <= codes, f"{r[0]}: {cell!r}"
