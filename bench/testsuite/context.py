@@ -72,6 +72,11 @@ class RunState:
             tmp.write_text(json.dumps(doc, indent=2) + "\n")
             tmp.replace(self.reference_file)
 
+    def tap_port_dir(self) -> Path:
+        """The directory where every TAP suite of this run reserves its clusters' ports
+        (PG_TEST_PORT_DIR): suites running side by side (lanes) never take the same one."""
+        return osuser.ensure_dir(self.work_root / "portlock")
+
     # ---- the reference configuration's progress, seen by the other lanes
 
     def _marker(self, check: str) -> Path:

@@ -206,6 +206,8 @@ _EST_CONFIG = 180.0
 _EST_TAP = 120.0  # tap_recovery, where it runs
 _EST_PMEM_CRASH = 60.0  # crash's 7 extra rounds with nvm_wal = pmem
 _EST_GLOBAL = {"pytest": 150.0, "prefetch": 60.0, "checksum_simd": 60.0}
+#: the label of the task that runs the checks run once
+ONCE = "checks run once"
 
 
 def _estimate(cfg: configs.Config, checks: list[registry.CheckDef]) -> float:
@@ -239,8 +241,11 @@ def _plan(
             env = EngineEnv(run, cfg, port, verdicts[cfg.name])
             first = float("inf") if cfg.is_reference else _estimate(cfg, checks)
             tasks.append((first, lanes.Task(cfg.name, _config_task(env, checks))))
-    for name in global_checks:
-        tasks.append((_EST_GLOBAL.get(name, 20.0), lanes.Task(name, _global_task(name, run))))
+    if global_checks:
+        # one task, in registry order: they share the repository's build directories
+        # (prefetch/, storagebench/), so they never run side by side with each other
+        est = sum(_EST_GLOBAL.get(n, 20.0) for n in global_checks)
+        tasks.append((est, lanes.Task(ONCE, _global_task(global_checks, run))))
     tasks.sort(key=lambda t: -t[0])  # stable: equal estimates keep the catalogue's order
     return [t for _, t in tasks]
 
@@ -257,9 +262,12 @@ def _config_task(
     return task
 
 
-def _global_task(name: str, run: RunState) -> Callable[[Callable[[CheckResult], None]], None]:
+def _global_task(
+    names: list[str], run: RunState
+) -> Callable[[Callable[[CheckResult], None]], None]:
     def task(emit: Callable[[CheckResult], None]) -> None:
-        emit(_run_global(name, run))
+        for name in names:
+            emit(_run_global(name, run))
 
     return task
 
@@ -401,7 +409,7 @@ def _run_tests(opts: Options) -> int:
                 )
             finished = lanes.run_tasks(tasks, lanes_n)
             # reported in the order of the run's configurations, then the checks run once
-            order = {n: i for i, n in enumerate([*names, *global_checks])}
+            order = {n: i for i, n in enumerate([*names, ONCE])}
             for t in sorted(tasks, key=lambda t: order.get(t.label, len(order))):
                 results.extend(t.results)
             if not finished:

@@ -81,9 +81,11 @@ def checksum_simd_check(run: RunState, limit: float) -> str:
     )
     tap_log = tree / "tmp_check" / "log" / "regress_log_001_cross_check"
     parts = []
+    # its TAP clusters reserve ports where the other lanes' TAP suites do
+    env = {"PG_TEST_PORT_DIR": str(run.tap_port_dir())}
     for name, cmd, detail in steps:
         log = run.work_root / f"checksum_simd-{name}.log"
-        ran = proc.run(cmd, timeout=limit, log=log, as_server=True)
+        ran = proc.run(cmd, env=env, timeout=limit, log=log, as_server=True)
         line = detail(ran.output) if detail else ""
         # the programs exit non-zero on a failure; no summary line is one too
         if ran.returncode != 0 or line is None:

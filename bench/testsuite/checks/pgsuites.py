@@ -159,7 +159,7 @@ def tap_recovery(env: EngineEnv, limit: float) -> str:
     )
     conf.chmod(0o644)
     template = initdb_template(env)
-    portdir = osuser.ensure_dir(env.run.work_root / "portlock")
+    portdir = env.run.tap_port_dir()
     curdir = osuser.ensure_dir(env.workdir / "tap")
     ran = env.run_tool(
         [
