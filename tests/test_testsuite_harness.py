@@ -24,6 +24,7 @@ def test_select_everything_by_default() -> None:
         "pytest",
     ]  # pytest last
     assert [c.name for c in checks] == [
+        "auth",
         "regress",
         "pgnvm_ext",
         "isolation",

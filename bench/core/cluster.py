@@ -37,11 +37,11 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from bench.core import osuser, paths, procfs, storage, ui
+from bench.core import auth, osuser, paths, procfs, storage, ui
 
 ENGINES: tuple[str, ...] = ("base", "se1", "se2")
 STORAGES = storage.STORAGES
-SUPERUSER = "pgnvm"
+SUPERUSER = auth.SUPERUSER
 CONF_NAME = "pgnvm.conf"
 INCLUDE_LINE = f"include '{CONF_NAME}'  # added by pgnvm: settings managed by bench/core/cluster.py"
 #: How an include line of pgnvm.conf starts (clusters made before the move of this module
@@ -353,6 +353,7 @@ class Cluster:
             PGUSER=SUPERUSER,
             PGDATABASE="postgres",
             PGDATA=str(self.datadir),
+            PGPASSFILE=str(auth.pgpass_file()),
             PATH=f"{self.bindir}{os.pathsep}{e.get('PATH', '/usr/bin:/bin')}",
         )
         return e
@@ -473,7 +474,8 @@ class Cluster:
             "-U",
             SUPERUSER,
             checksums_flag(self.spec),
-            "--auth=trust",
+            *auth.INITDB_OPTIONS,
+            f"--pwfile={auth.password_file()}",
             "--encoding=UTF8",
             "--locale=C",
             "--no-sync",
@@ -488,6 +490,8 @@ class Cluster:
         r = osuser.run_pg(cmd, capture_output=True, text=True, check=False)
         if r.returncode != 0:
             raise ClusterError(f"initdb failed (exit {r.returncode}):\n{r.stdout}{r.stderr}")
+        auth.write_files(self.datadir)
+        auth.mark_password_set(self.datadir)
         self._write_conf()
         self.save()
 
@@ -570,6 +574,7 @@ class Cluster:
             )
         self._prepare_dirs()
         self._clear_stale()
+        auth.write_files(self.datadir)
         log = self.logfile()
         if not log.exists():
             log.touch()
@@ -593,6 +598,13 @@ class Cluster:
                 f"pg_ctl start failed for cluster {self.spec.name} "
                 f"(exit {r.returncode}): {r.stdout}{r.stderr}".rstrip()
             )
+        if wait and not auth.password_is_set(self.datadir):
+            why = auth.set_password(self.conninfo(), self.datadir)
+            if why:
+                ui.notice(
+                    f"cluster {self.spec.name}: the superuser has no password yet ({why}): "
+                    "TCP connections are refused until it has one"
+                )
 
     def _stop_pid(self, pid: int, mode: str) -> None:
         r = self._pg_ctl("stop", "-m", mode, "-w", "-t", str(START_TIMEOUT))

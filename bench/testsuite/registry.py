@@ -18,6 +18,11 @@ class CheckDef:
 
 
 ENGINE_CHECKS: tuple[CheckDef, ...] = (
+    CheckDef(
+        "auth",
+        2 * 60,
+        "another OS user is refused over the socket (peer) and TCP (scram); ours get in",
+    ),
     CheckDef("regress", 15 * 60, "make installcheck-parallel (src/test/regress)"),
     CheckDef("pgnvm_ext", 5 * 60, "make installcheck (contrib/pgnvm)"),
     CheckDef("isolation", 15 * 60, "make installcheck (src/test/isolation)"),

@@ -17,6 +17,7 @@ from bench.core import build, configs, osuser, paths, ui
 from bench.core import cluster as clu
 from bench.testsuite import lanes, model, proc, registry, settings
 from bench.testsuite.checks.amcheck import amcheck
+from bench.testsuite.checks.auth import auth_check
 from bench.testsuite.checks.checksum import checksum
 from bench.testsuite.checks.checksum_simd import checksum_simd_check
 from bench.testsuite.checks.cow import cow
@@ -57,6 +58,7 @@ CheckFunc = Callable[[EngineEnv, float], str]
 
 #: The function of each check of registry.ENGINE_CHECKS.
 CHECK_FUNCS: dict[str, CheckFunc] = {
+    "auth": auth_check,
     "regress": regress,
     "pgnvm_ext": pgnvm_ext,
     "isolation": isolation,
