@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.core import cluster as cl
-from bench.core import osuser, paths, procfs, storage
+from bench.core import auth, osuser, paths, procfs, storage
 from bench.core.cluster import Cluster, ClusterError, ClusterSpec
 
 # ----------------------------------------------------------------- spec
@@ -410,6 +410,7 @@ def test_spec_environment_reaches_the_server_and_is_validated(
     monkeypatch.setattr(Cluster, "is_initialized", lambda self: True)
     monkeypatch.setattr(Cluster, "is_running", lambda self: False)
     monkeypatch.setattr(Cluster, "_clear_stale", lambda self: None)
+    monkeypatch.setattr(auth, "write_files", lambda datadir: None)  # no data directory here
     monkeypatch.setenv("PGNVM_TEST_OURS", "1")
     with pytest.raises(ClusterError):
         c.start()
