@@ -2,6 +2,7 @@
 
     ./pgnvm cluster init    [--name N] [--engine E] [--storage nvm|disk] [--port P] [--huge]
                             [--flavour F] [-c name=value ...] [--force] [--no-build]
+                            [--nvm-root PATH]
     ./pgnvm cluster start   [same options as init]   # init if needed (--force: re-init), start
     ./pgnvm cluster stop    [--name N | --all] [--mode fast|smart|immediate]
     ./pgnvm cluster status  [--name N | --all] [--json]
@@ -16,8 +17,11 @@ psql's ``-c``, not pgnvm's setting option). To pick a cluster, put ``--name N`` 
 
 ``init``/``start`` first make sure the flavour's build is up to date (a no-op when it is;
 ``--no-build`` skips that, e.g. while postgres/src holds work in progress that does not
-compile). Options left out of ``init``/``start`` keep the values saved for the cluster (or the
-defaults for a new one). ``-c`` given at all replaces the saved extra settings as a whole.
+compile). ``--nvm-root PATH`` (or ``$PGNVM_NVM_ROOT``) puts an nvm cluster's data directory
+on a directory of yours (e.g. a DAX file system) instead of the tmpfs: ``PATH/pgnvm-<home
+tag>/<name>/data``; moving an existing cluster there needs ``--force``. Options left out of
+``init``/``start`` keep the values saved for the cluster (or the defaults for a new one).
+``-c`` given at all replaces the saved extra settings as a whole.
 """
 
 from __future__ import annotations
@@ -25,8 +29,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
-from bench.core import build, ui
+from bench.core import build, storage, ui
 from bench.core.cluster import (
     ENGINES,
     STORAGES,
@@ -40,7 +45,16 @@ from bench.core.cluster import (
 from bench.core.paths import FLAVOURS
 
 # Options of `cluster` that take a value (for splitting off psql's arguments).
-_VALUE_OPTIONS = {"--name", "--engine", "--storage", "--port", "--flavour", "-c", "--mode"}
+_VALUE_OPTIONS = {
+    "--name",
+    "--engine",
+    "--storage",
+    "--port",
+    "--flavour",
+    "-c",
+    "--mode",
+    "--nvm-root",
+}
 
 
 def split_psql(argv: list[str]) -> tuple[list[str], list[str] | None]:
@@ -82,6 +96,9 @@ def spec_from_args(args: argparse.Namespace, saved: ClusterSpec | None) -> Clust
             setattr(spec, f, v)
     if getattr(args, "settings", None) is not None:
         spec.settings = dict(parse_setting(s) for s in args.settings)
+    root = getattr(args, "nvm_root", None) or storage.user_nvm_root_text()
+    if root and spec.storage == "nvm":
+        spec.nvm_root = str(Path(root).expanduser().absolute())
     spec.validate()
     return spec
 
@@ -121,6 +138,13 @@ def _add_spec_options(p: argparse.ArgumentParser) -> None:
         metavar="NAME=VALUE",
         default=None,
         help="extra server setting (repeatable; replaces the saved set)",
+    )
+    p.add_argument(
+        "--nvm-root",
+        default=None,
+        metavar="PATH",
+        help="storage nvm on this directory (e.g. a DAX file system), used as it is: never "
+        f"mounted (default: ${storage.NVM_ROOT_ENV}, else the tmpfs)",
     )
     p.add_argument(
         "--force",

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.core import cluster as cl
 from bench.core import auth, osuser, paths, procfs, storage
+from bench.core import cluster as cl
 from bench.core.cluster import Cluster, ClusterError, ClusterSpec
 
 # ----------------------------------------------------------------- spec
@@ -374,7 +374,7 @@ def test_nvm_datadirs_of_two_homes_never_meet(
     """The nvm tmpfs is shared by every PGNVM_HOME: a same-named cluster of another home (a CI
     clone next to a developer's tree) must get a data directory of its own."""
     root = tmp_path / "nvmroot"
-    monkeypatch.setattr(storage, "default_nvm_root", lambda huge: root)
+    monkeypatch.setattr(storage, "default_tmpfs_root", lambda huge: root)
     dirs = []
     for h in ("home-a", "home-b", "sub/home-a"):
         monkeypatch.setenv("PGNVM_HOME", str(tmp_path / h))

@@ -53,7 +53,7 @@ STATE_VERSION = 1
 #: Settings pgnvm derives from the spec: setting them via `settings` is refused.
 MANAGED_SETTINGS = {"port", "unix_socket_directories", "nvm_storage_engine"}
 #: Spec fields whose change needs a fresh initdb.
-REINIT_FIELDS = ("engine", "storage", "huge", "data_root", "data_checksums")
+REINIT_FIELDS = ("engine", "storage", "huge", "data_root", "data_checksums", "nvm_root")
 START_TIMEOUT = 300  # seconds (pg_ctl -t); crash recovery on big data can be slow
 _GUC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -62,6 +62,12 @@ _SUN_PATH_MAX = 107  # sizeof(sockaddr_un.sun_path) - 1
 
 class ClusterError(RuntimeError):
     pass
+
+
+def _env_nvm_root() -> str | None:
+    """A new spec's ``nvm_root``: ``$PGNVM_NVM_ROOT`` (the field ``storage`` hides the
+    module inside the class body)."""
+    return storage.user_nvm_root_text()
 
 
 @dataclass
@@ -77,8 +83,16 @@ class ClusterSpec:
     data_checksums: bool = True  # initdb --data-checksums (False: --no-data-checksums)
     #: environment of the server process on top of ours (e.g. PMEM2_FORCE_GRANULARITY)
     environment: dict[str, str] = field(default_factory=dict)
+    #: user-given nvm root (storage nvm only; default ``$PGNVM_NVM_ROOT``, None: the tmpfs)
+    nvm_root: str | None = field(default_factory=_env_nvm_root)
+
+    def __post_init__(self) -> None:
+        if self.storage != "nvm":
+            self.nvm_root = None
 
     def validate(self) -> None:
+        if self.storage != "nvm":
+            self.nvm_root = None
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", self.name):
             raise ClusterError(f"bad cluster name {self.name!r} (letters, digits, _ . -)")
         if self.engine not in ENGINES:
@@ -108,6 +122,7 @@ class ClusterSpec:
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> ClusterSpec:
         known = {f.name for f in fields(cls)}
+        doc = {"nvm_root": None, **doc}  # saved before user-given roots: the tmpfs
         spec = cls(**{k: v for k, v in doc.items() if k in known})
         spec.port = int(spec.port)
         spec.huge = bool(spec.huge)
@@ -177,7 +192,19 @@ def render_conf(spec: ClusterSpec, socket_dir: Path) -> str:
 def _datadir_under(root: Path, spec: ClusterSpec) -> Path:
     if spec.storage == "disk":
         return root / spec.name / "data"  # the disk root is this home's own
+    if spec.nvm_root:
+        return storage.user_root_subdir(root) / spec.name / "data"
     return root / paths.home_tag() / spec.name / "data"
+
+
+def _root_of(spec: ClusterSpec, mount: bool) -> Path:
+    if spec.storage == "nvm" and spec.nvm_root:
+        return storage.user_root(Path(spec.nvm_root), mount=mount)
+    if spec.storage == "nvm":
+        return (
+            storage.ensure_tmpfs_root(spec.huge) if mount else storage.default_tmpfs_root(spec.huge)
+        )
+    return storage.root(spec.storage, spec.huge, mount=mount)
 
 
 def default_datadir(spec: ClusterSpec) -> Path:
@@ -185,15 +212,16 @@ def default_datadir(spec: ClusterSpec) -> Path:
     ``<data_root>/data``."""
     if spec.data_root:
         return Path(spec.data_root) / "data"
-    return _datadir_under(storage.root(spec.storage, spec.huge), spec)
+    return _datadir_under(_root_of(spec, mount=False), spec)
 
 
 def resolve_datadir(spec: ClusterSpec) -> Path:
-    """Like :func:`default_datadir`, but mounts the nvm tmpfs / falls back as needed."""
+    """Like :func:`default_datadir`, but mounts the nvm tmpfs / falls back as needed (a
+    user-given root is checked, never mounted)."""
     if spec.data_root:
         return default_datadir(spec)
     try:
-        return _datadir_under(storage.root(spec.storage, spec.huge, mount=True), spec)
+        return _datadir_under(_root_of(spec, mount=True), spec)
     except storage.StorageError as e:
         raise ClusterError(str(e)) from e
 
@@ -760,6 +788,13 @@ def job_cluster(spec: ClusterSpec, force: bool = False) -> Cluster:
     if not force and Cluster.exists(spec.name):
         with contextlib.suppress(ClusterError, ValueError, KeyError, TypeError):
             c = Cluster.load(spec.name)
+    if c is not None and c.spec.nvm_root != spec.nvm_root:
+        ui.notice(
+            f"cluster {spec.name} is on nvm root {c.spec.nvm_root or 'the tmpfs'} "
+            f"({c.datadir}); this run asks for {spec.nvm_root or 'the tmpfs'}: "
+            "initialising it there (the old data directory is removed)"
+        )
+        c, force = None, True
     if c is None or not c.is_initialized():
         c = Cluster(spec)
         c.init(force=force)

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.core import paths, procfs, ui
+from bench.core import paths, procfs, storage, ui
 
 
 def write_json(path: Path, doc: Any) -> None:
@@ -65,6 +65,7 @@ def environment() -> dict[str, Any]:
         "git_dirty": bool(dirty),
         "hostname": platform.node(),
         "thp_enabled": read_text("/sys/kernel/mm/transparent_hugepage/enabled").strip(),
+        "nvm_root": storage.describe_nvm_root().to_json(),
     }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench.core import build, configs
+from bench.core import build, configs, storage, ui
 from bench.micro import checksum, prefetch, settings
 from bench.micro.storage import cli as storage_cli
 
@@ -68,6 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--port", type=int, default=5560, help="port of the 4k cluster (2m: +1)")
     s.add_argument("--out", help="results directory (default results/micro-scan-<stamp>)")
     s.add_argument("--no-build", action="store_true", help="use the installed release build")
+    storage.add_root_argument(s, " (--pages then only names the clusters: the root's pages)")
     s.set_defaults(func=_run_scan)
 
     pf = sub.add_parser(
@@ -96,13 +97,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     storage_cli.register(sub)
 
 
+def scan_space_needed(shared_buffers: str, table_factor: int, pages: list[str]) -> int:
+    """Free space the nvm root needs for ``micro scan``: per page size a cluster with the
+    table (``table_factor`` x shared_buffers), its index and WAL, ~2x the table, + 1 GB."""
+    table = settings.parse_size_mb(shared_buffers) * table_factor * storage.MiB
+    return 2 * table * max(1, len(pages)) + storage.GiB
+
+
 def _run_scan(args: argparse.Namespace) -> int:
     try:
         settings.resolve(args.configs)
     except ValueError as e:
         raise SystemExit(f"pgnvm micro scan: {e}") from None
+    if args.nvm_root:
+        storage.set_user_nvm_root(args.nvm_root)
     if args.list_configs:
         return _list_configs(args)
+    need = scan_space_needed(args.shared_buffers, args.table_factor, args.pages)
+    if storage.use_root_option(None, need, what="micro scan") is not None and "2m" in args.pages:
+        ui.notice("--nvm-root: the 2m cluster is on the same root; its pages are the root's")
     for w in args.workloads:
         if w not in settings.WORKLOADS:
             raise SystemExit(f"unknown workload {w!r} (known: {', '.join(settings.WORKLOADS)})")
@@ -121,6 +134,8 @@ def _list_configs(args: argparse.Namespace) -> int:
     if (bindir / "postgres").is_file():
         verdicts = configs.availability(bindir, configs.CONFIGS, common)
     for line in configs.listing(settings.DEFAULT_CONFIGS, verdicts, common, settings.EXCLUDED):
+        print(line)
+    for line in storage.root_lines():
         print(line)
     return 0
 

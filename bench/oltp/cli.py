@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from bench.core import configs
+from bench.core import configs, storage
 from bench.oltp import plan, settings, workloads
 
 DESCRIPTION = """\
@@ -128,7 +128,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--no-build", action="store_true", help="use the installed release build as it is"
     )
     p.add_argument("--list-configs", action="store_true", help="list the configurations and exit")
+    storage.add_root_argument(p, "; needs about 2 KB per --records row + 1 GB free")
     p.set_defaults(func=_cmd)
+
+
+def space_needed(records: int) -> int:
+    """Free space the nvm root needs: usertable (~1.3 KB a row with its index), TPC-B and
+    WAL; about 2 KB a row + 1 GB."""
+    return 2048 * records + storage.GiB
 
 
 def options(args: argparse.Namespace) -> plan.Options:
@@ -155,8 +162,11 @@ def options(args: argparse.Namespace) -> plan.Options:
 
 
 def _cmd(args: argparse.Namespace) -> int:
+    if args.nvm_root:
+        storage.set_user_nvm_root(args.nvm_root)
     if args.list_configs:
         return _list_configs(args)
+    storage.use_root_option(None, space_needed(args.records), what=f"{args.records:,} records")
     try:
         o = options(args)
     except plan.PlanError as e:
@@ -186,4 +196,6 @@ def _list_configs(args: argparse.Namespace) -> int:
         "durable (always, after the above): "
         + ", ".join(f"{k}={v}" for k, v in settings.DURABLE.items())
     )
+    for line in storage.root_lines():
+        print(line)
     return 0

@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from bench.core import configs, results
+from bench.core import configs, results, storage
 from bench.tpch import queries, settings
 
 DESCRIPTION = """\
@@ -183,12 +183,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="do not record each query's plan (EXPLAIN, costs off) per configuration",
     )
+    storage.add_root_argument(p, "; needs about 4 GB free per unit of --sf (1 GB at least)")
     p.set_defaults(func=_cmd_tpch)
 
 
+def space_needed(sf: float) -> int:
+    """Free space the nvm root needs for TPC-H at ``sf``: ~4 GB at SF 1 (database, WAL,
+    temporary files), 1 GB at the least."""
+    return max(storage.GiB, int(4 * storage.GiB * sf))
+
+
 def _cmd_tpch(args: argparse.Namespace) -> int:
+    if args.nvm_root:
+        storage.set_user_nvm_root(args.nvm_root)
     if args.list_configs:
         return _list_configs(args)
+    storage.use_root_option(None, space_needed(args.sf), what=f"TPC-H SF {args.sf:g}")
     from bench.tpch import runner
 
     try:
@@ -237,5 +247,7 @@ def _list_configs(args: argparse.Namespace) -> int:
     if (bindir / "postgres").is_file():
         verdicts = configs.availability(bindir, configs.CONFIGS, common)
     for line in configs.listing(settings.DEFAULT_CONFIGS, verdicts, common):
+        print(line)
+    for line in storage.root_lines():
         print(line)
     return 0

@@ -7,6 +7,7 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
+from bench.core import storage as core_storage
 from bench.micro import storage
 from bench.micro.storage import plan
 from bench.micro.storage.plan import PlanError
@@ -39,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def add_arguments(p: argparse.ArgumentParser, name: str) -> None:
     d = plan.defaults()
+    core_storage.add_root_argument(p, " (the nvm targets then both run there)")
     p.add_argument(
         "--targets",
         type=_list,
@@ -146,6 +148,11 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(f"pgnvm micro {name}: {e}") from None
     from bench.micro.storage import targets
     from bench.micro.storage.runner import Run
+
+    if args.nvm_root:
+        core_storage.set_user_nvm_root(args.nvm_root)
+    # each target checks the space its files need (targets.check_space)
+    core_storage.use_root_option(None, core_storage.CLUSTER_MIN_BYTES, what=f"micro {name}")
 
     try:
         return Run(benches, o, Path(args.out) if args.out else None).main()

@@ -77,6 +77,15 @@ def resolve(name: str) -> Target:
         raise TargetError(f"target {name}: {e}") from None
     root.mkdir(parents=True, exist_ok=True)
     fs = fs_of(root)
+    user = storage.user_nvm_root()
+    if user is not None and name.startswith("nvm"):
+        root = storage.user_root_subdir(user)
+        osuser.ensure_dir(root)
+        kind = storage.describe_nvm_root()
+        _remove_stale(root)
+        d = root / f"storagebench-{os.getpid()}"
+        d.mkdir(parents=True, exist_ok=True)
+        return Target(name, root, d, fs, False, f"user-given nvm root: {kind.summary()}")
     if name.startswith("nvm"):
         if not fs.startswith("tmpfs"):
             raise TargetError(f"target {name}: {root} is not a tmpfs ({fs or 'unknown'})")
