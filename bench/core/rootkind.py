@@ -318,3 +318,21 @@ def detect(path: Path) -> RootKind:
     ms, why = (None, "") if m.fstype == "tmpfs" else probe_map_sync(path)
     aligned = device_alignment(m.device) if dax_option(m) or ms else (None, "")
     return classify(str(path), m, ms, why, "unknown", aligned)
+
+
+def report_text(env: dict[str, Any]) -> str | None:
+    """The report header's sentence about the nvm root from a job's ``env.json``
+    (:func:`RootKind.to_json` under ``nvm_root``): what it is and its caveats; None for
+    runs recorded before roots were described."""
+    root = env.get("nvm_root")
+    if not isinstance(root, dict) or not root.get("summary"):
+        return None
+    caveats = " ".join(f"{c[0].upper()}{c[1:]}." for c in root.get("caveats") or [])
+    return f"**nvm root:** {root['summary']}." + (f" {caveats}" if caveats else "")
+
+
+def emulated(env: dict[str, Any]) -> bool:
+    """Whether a run's nvm root was a tmpfs (runs recorded before roots were described
+    always were)."""
+    root = env.get("nvm_root")
+    return not isinstance(root, dict) or root.get("kind") in (None, TMPFS)

@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.core import build, configs, paths, procfs, ui
+from bench.core import build, configs, paths, procfs, results, rootkind, ui
 from bench.core import cluster as clu
 from bench.core.server import Server
 from bench.micro import settings
@@ -234,6 +234,9 @@ class Bench:
         text = render(summary)
         notes = [f"{n}: not available: {why}" for n, why in self.unavailable.items()]
         notes += [f"{n}: availability unknown: {why}" for n, why in self.unknown.items()]
+        env = results.environment()
+        results.write_json(self.out / "env.json", env)
+        notes.insert(0, rootkind.report_text(env) or "")
         (self.out / "summary.md").write_text(
             f"shared_buffers {self.sb_mb} MB, table ~{self.table_mb} MB, "
             f"{self.args.lookups} index lookups, {self.args.repeat} runs each\n"

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.core import blocks, results
+from bench.core import blocks, results, rootkind
 from bench.core.blocks import Block, fmt, ratio
 from bench.oltp import settings, workloads
 from bench.oltp.cells import CPU_GROUPS, Cell, cells, main_cell
@@ -81,7 +81,11 @@ def document(
     b: list[Block] = [("h1", f"OLTP: YCSB / TPC-B through pgbench, {plan['records']:,} records")]
     if env.get("interrupted"):
         b.append(("p", "**Interrupted**: only the points that finished are reported."))
-    b.append(("p", EMULATION_CAVEAT))
+    root = rootkind.report_text(env)
+    if root:
+        b.append(("p", root))
+    if rootkind.emulated(env):
+        b.append(("p", EMULATION_CAVEAT))
     b.append(
         (
             "p",

@@ -8,7 +8,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from bench.core import blocks
+from bench.core import blocks, rootkind
 from bench.core.blocks import Block
 from bench.micro.storage import analysis, plan
 from bench.micro.storage.analysis import Index, Row
@@ -80,12 +80,19 @@ class Document:
         self.targets = [t for t in plan.TARGETS if any(r.target == t for r in rows)]
 
     def title(self) -> str:
+        if not rootkind.emulated(self.env):
+            return "Storage microbenchmarks of paper 004 §3 on a user-given nvm root"
         return "Storage microbenchmarks of paper 004 §3 on emulated persistent memory"
 
     def head(self) -> list[Block]:
         e = self.env
         o = e.get("options", {})
-        out: list[Block] = [("h1", self.title()), ("p", EMULATION)]
+        out: list[Block] = [("h1", self.title())]
+        root = rootkind.report_text(e)
+        if root:
+            out.append(("p", root))
+        if rootkind.emulated(e):
+            out.append(("p", EMULATION))
         if e:
             load = (
                 f"load average {e.get('load1_start')} at the start, {e.get('load1_end')} at the end"

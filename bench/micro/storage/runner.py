@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.core import osuser, paths, procfs, results, ui
+from bench.core import osuser, paths, procfs, results, storage, ui
 from bench.micro.storage import analysis, fio, plan, report, targets
 from bench.micro.storage.plan import FORCE_VARS, Job, Options
 
@@ -123,6 +123,7 @@ class Run:
             "options": {**self.o.__dict__, "paths": {b: list(v) for b, v in self.o.paths.items()}},
             "targets": {n: t.describe() for n, t in self.targets.items()},
             "jobs": len(self.jobs),
+            "nvm_root": storage.describe_nvm_root().to_json(),
         }
 
     # ------------------------------------------------------------------ runs

@@ -8,6 +8,7 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
+from bench.core import rootkind
 from bench.core.blocks import Block, fmt, num, pct, ratio
 from bench.tpch import measure
 from bench.tpch import settings as cfgs
@@ -413,6 +414,7 @@ class Document:
             "memory",
             "kernel",
             "thp_enabled",
+            "nvm_root",
             "git_commit",
             "git_dirty",
             "tpchgen",
@@ -499,6 +501,9 @@ class Document:
         )
         if self.a.interrupted:
             b.append(("p", "**INTERRUPTED**: this report covers the finished runs only."))
+        root = rootkind.report_text(self.a.env)
+        if root:
+            b.append(("p", root))
         b += self.load_blocks()
         b += self.correctness_blocks()
         b.append(("h2", "Summary"))
