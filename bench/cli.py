@@ -1,8 +1,9 @@
 """Command line of ``./pgnvm`` (``python -m bench``).
 
 Subcommands: ``build`` (bench/build_cli.py), ``cluster`` (bench/cluster_cli.py),
-``bootstrap``, and one per job: ``test`` (bench/testsuite/cli.py), ``tpch``
-(bench/tpch/cli.py), ``micro`` (bench/micro/cli.py), ``oltp`` (bench/oltp/cli.py). Each CLI module's
+``machine`` (bench/machine_cli.py), ``bootstrap``, and one per job: ``test``
+(bench/testsuite/cli.py), ``tpch`` (bench/tpch/cli.py), ``micro`` (bench/micro/cli.py),
+``oltp`` (bench/oltp/cli.py). Each CLI module's
 ``register(subparsers)`` adds its subcommand with ``set_defaults(func=...)``, where
 ``func(args) -> int`` is the exit status.
 
@@ -19,7 +20,7 @@ import subprocess
 import sys
 from types import FrameType
 
-from bench import build_cli, cluster_cli
+from bench import build_cli, cluster_cli, machine_cli
 from bench.core import build, cluster, osuser, paths, storage, ui
 from bench.micro import cli as micro_cli
 from bench.oltp import cli as oltp_cli
@@ -66,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     tpch_cli.register(sub)
     micro_cli.register(sub)
     oltp_cli.register(sub)
+    machine_cli.register(sub)
     return parser
 
 

@@ -178,13 +178,31 @@ def test_main_psql_args_reach_psql(home: Path, monkeypatch: pytest.MonkeyPatch) 
 def test_every_command_is_registered() -> None:
     p = cli.build_parser()
     sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
-    assert set(sub.choices) == {"bootstrap", "build", "cluster", "test", "tpch", "micro", "oltp"}
+    assert set(sub.choices) == {
+        "bootstrap",
+        "build",
+        "cluster",
+        "test",
+        "tpch",
+        "micro",
+        "oltp",
+        "machine",
+    }
     a = p.parse_args(["test", "--configs", "nvm_base_worker,nvm_se2_m1", "--only", "crash"])
     assert a.configs == ["nvm_base_worker", "nvm_se2_m1"] and a.only == ["crash"]
     a = p.parse_args(["micro", "scan", "--configs", "nvm_base_worker,nvm_se2"])
     assert a.configs == ["nvm_base_worker", "nvm_se2"]
     assert p.parse_args(["micro", "scan"]).configs == ["nvm_base_worker", "nvm_se1", "nvm_se2"]
     assert p.parse_args(["tpch", "--configs", "mem_limit"]).configs == ["mem_limit"]
+    for argv in (
+        ["tpch", "--nvm-root", "/x"],
+        ["oltp", "--nvm-root", "/x"],
+        ["micro", "scan", "--nvm-root", "/x"],
+        ["micro", "bufman", "--nvm-root", "/x"],
+        ["cluster", "init", "--nvm-root", "/x"],
+        ["machine", "--nvm-root", "/x"],
+    ):
+        assert p.parse_args(argv).nvm_root == "/x", argv
     for argv in (["test", "--engines", "base"], ["micro", "scan", "--io-methods", "sync"]):
         with pytest.raises(SystemExit):
             p.parse_args(argv)  # the old vocabulary is gone
