@@ -270,3 +270,11 @@ def test_oltp_report_caveat_follows_the_root() -> None:
     paras = [b[1] for b in doc if b[0] == "p"]
     assert any("DAX file system (dax=always)" in p for p in paras)
     assert report.EMULATION_CAVEAT not in paras
+
+
+def test_detect_a_root_not_made_yet(tmp_path: Path) -> None:
+    """The fallback /dev/shm/pgnvm-<user> before its first cluster: its parent's mount."""
+    here = rootkind.detect(tmp_path)
+    later = rootkind.detect(tmp_path / "not" / "yet")
+    assert later.kind == here.kind != "unknown"
+    assert later.path == str(tmp_path / "not" / "yet")

@@ -312,10 +312,13 @@ def device_alignment(source: str, sys_root: Path = Path("/sys")) -> tuple[bool |
 def detect(path: Path) -> RootKind:
     """What the root ``path`` is: findmnt, then the MAP_SYNC probe and (DAX) the device's
     alignment."""
-    m = findmnt(path)
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent  # not made yet (e.g. /dev/shm/pgnvm-<user>): its parent's
+    m = findmnt(existing)
     if m is None:
         return classify(str(path), None)
-    ms, why = (None, "") if m.fstype == "tmpfs" else probe_map_sync(path)
+    ms, why = (None, "") if m.fstype == "tmpfs" else probe_map_sync(existing)
     aligned = device_alignment(m.device) if dax_option(m) or ms else (None, "")
     return classify(str(path), m, ms, why, "unknown", aligned)
 
