@@ -224,6 +224,8 @@ def _print_status(st: dict) -> None:
     run = f"running (pid {st['pid']})" if st["running"] else "stopped"
     eng = st["engine"]
     sto = st["storage"] + (" (huge)" if st["huge"] else "")
+    if st.get("nvm_root"):
+        sto += f" on the user-given root {st['nvm_root']}"
     print(f"cluster   {st['name']}")
     print(f"state     {run}{'' if st['initialized'] else ', NOT initialized'}")
     print(f"engine    {eng}")

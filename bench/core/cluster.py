@@ -411,6 +411,7 @@ class Cluster:
             "engine": self.spec.engine,
             "storage": self.spec.storage,
             "huge": self.spec.huge,
+            "nvm_root": self.spec.nvm_root,
             "port": self.spec.port,
             "flavour": self.spec.flavour,
             "settings": dict(self.spec.settings),
