@@ -160,7 +160,7 @@ def tap_recovery(env: EngineEnv, limit: float) -> str:
     conf.chmod(0o644)
     template = initdb_template(env)
     portdir = env.run.tap_port_dir()
-    curdir = osuser.ensure_dir(env.workdir / "tap")
+    curdir = _tap_curdir(env)
     ran = env.run_tool(
         [
             "make",
@@ -198,6 +198,19 @@ def tap_recovery(env: EngineEnv, limit: float) -> str:
         f" ({skipped} skipped by the suite itself: injection points not built); "
         f"clusters copied from the initdb template: {copied[0]}, initdb run: {copied[1]}"
     )
+
+
+def _tap_curdir(env: EngineEnv) -> Path:
+    """Where this configuration's run of the suite keeps its ``tmp_check``: the recipe
+    (prove_installcheck, src/Makefile.global) puts it under ``$(CURDIR)``, which we point
+    at ``<workdir>/tap/src/test/recovery``; the recipe also finds pg_regress as
+    ``$(CURDIR)/../../../src/test/regress/pg_regress``, so ``<workdir>/tap/src/test/regress``
+    is a link to the build tree's."""
+    curdir = osuser.ensure_dir(env.workdir / "tap" / "src" / "test" / "recovery")
+    regress = curdir.parent / "regress"
+    if not regress.is_symlink():
+        regress.symlink_to(env.run.tree / "src" / "test" / "regress")
+    return curdir
 
 
 def _count_template_copies(logdir: Path) -> tuple[int, int]:
