@@ -172,3 +172,25 @@ class Background:
     def output(self) -> str:
         self._out.flush()
         return self.log.read_text(errors="replace")
+
+
+#: nice value of the processes of a timed load (see :func:`yield_cpu`)
+TIMED_LOAD_NICE = 10
+
+
+def yield_cpu(pids: Sequence[int]) -> list[int]:
+    """Lower the CPU priority of ``pids`` (server backends of a *timed* load: ``crash``'s
+    pgbench clients until the kill, ``stress``'s readers until the writers finish) to
+    :data:`TIMED_LOAD_NICE`. Such a load does as much as the CPU lets it in a time set by
+    something else, so at full priority it takes every cycle from the configuration
+    running side by side (lanes) without finishing any sooner; at nice 10 it still runs
+    whenever a CPU is idle, and the work with a fixed amount to do (the writers, the
+    acknowledgement recorder, the other lane's checks) goes first. What the check asserts
+    is unchanged; its detail reports how much such a load did. Returns the pids changed
+    (a backend that is already gone is skipped)."""
+    done = []
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.setpriority(os.PRIO_PROCESS, pid, TIMED_LOAD_NICE)
+            done.append(pid)
+    return done

@@ -23,7 +23,7 @@ from bench.testsuite.acks import AckLog, verify_acks
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.model import CheckFailed
 from bench.testsuite.pgamcheck import run_amcheck
-from bench.testsuite.proc import Background
+from bench.testsuite.proc import TIMED_LOAD_NICE, Background, yield_cpu
 
 DB = "crashtest"
 SCALE = 5
@@ -124,6 +124,25 @@ def _load_command(env: EngineEnv, workload: str) -> list[str]:
     return [*cmd, DB]
 
 
+def _yield_load_cpu(env: EngineEnv, within: float) -> int:
+    """pgbench's backends are a timed load (they run until the kill): lower their CPU
+    priority (proc.yield_cpu) so the acknowledgement recorder, whose commits the check
+    verifies, and the configuration beside this one in the other lane go first. Looks for
+    the CLIENTS backends for up to ``within`` seconds; returns how many were found."""
+    deadline = time.monotonic() + within
+    found: set[int] = set()
+    with env.server.connect() as c:
+        while len(found) < CLIENTS and time.monotonic() < deadline:
+            rows = c.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = 'pgbench'"
+            ).fetchall()
+            new = {int(r[0]) for r in rows} - found
+            found |= set(yield_cpu(sorted(new)))
+            if len(found) < CLIENTS:
+                time.sleep(0.05)
+    return len(found)
+
+
 def crash(env: EngineEnv, limit: float) -> str:
     rng = random.Random(env.run.seed)
     rounds = WAL_PMEM_ROUNDS if env.config.writes_wal_pmem else ROUNDS
@@ -160,7 +179,9 @@ def crash(env: EngineEnv, limit: float) -> str:
         try:
             rec.start()
             delay = rng.uniform(*KILL_AFTER)
-            time.sleep(delay)
+            t0 = time.monotonic()
+            yielded = _yield_load_cpu(env, min(delay, 2.0))
+            time.sleep(max(0.0, delay - (time.monotonic() - t0)))
             if bench.proc.poll() is not None:
                 raise CheckFailed(f"round {rnd}: pgbench exited early:\n{bench.output()[-2000:]}")
             if not rec.is_alive():
@@ -204,7 +225,8 @@ def crash(env: EngineEnv, limit: float) -> str:
         all_acked += acked
         notes.append(
             f"r{rnd} {workload}: kill@{delay:.1f}s {verdict.checked} acked, "
-            f"{len(present) - verdict.checked} unacked-but-committed, {killed} processes killed"
+            f"{len(present) - verdict.checked} unacked-but-committed, {killed} processes killed, "
+            f"{yielded} load backends at nice {TIMED_LOAD_NICE}"
         )
 
     # every acknowledged id of every round, once more after all crashes

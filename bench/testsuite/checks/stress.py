@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.core import counters
-from bench.testsuite import stressmodel
+from bench.testsuite import proc, stressmodel
 from bench.testsuite.context import EngineEnv, source_key
 from bench.testsuite.digest import digest_rows
 from bench.testsuite.model import CheckFailed
@@ -145,6 +145,8 @@ def _reader(env: EngineEnv, r: int, sh: Shared) -> None:
                 )
                 for k, v in settings.items():
                     conn.execute(f"SET {k} = '{v}'")
+                # a timed load: scans until the writers finish (proc.yield_cpu)
+                proc.yield_cpu([conn.info.backend_pid])
                 conns[kind] = conn
             kinds = list(SCANS)
             while not sh.stop.is_set():
