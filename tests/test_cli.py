@@ -11,6 +11,7 @@ import pytest
 from bench import cli, cluster_cli
 from bench.core import configs, paths
 from bench.core.cluster import Cluster, ClusterError, ClusterSpec
+from bench.testsuite import registry, settings
 
 
 @pytest.mark.parametrize(
@@ -231,7 +232,27 @@ def test_test_list_shows_the_plan(home: Path, capsys: pytest.CaptureFixture) -> 
     assert cli.main(["test", "--configs", "nvm_base_worker,nvm_se2_m1", "--list"]) == 0
     out = capsys.readouterr().out
     assert "configurations (as given):" in out and "nvm_se1" not in out
-    assert "2 configurations x 19 checks + 5 once" in out
+    n = len(registry.ENGINE_CHECKS)
+    assert f"2 configurations x {n} checks + {len(registry.GLOBAL_CHECKS)} once" in out
+
+
+def test_test_quick_list(home: Path, capsys: pytest.CaptureFixture) -> None:
+    """--quick: the quick configurations (se2's if the build has se2; no build here: all
+    named), every engine check but the long suites, and only the checks run once that
+    test an engine."""
+    assert cli.main(["test", "--quick", "--list"]) == 0
+    out = capsys.readouterr().out
+    names = [*settings.QUICK_CONFIGS, *settings.QUICK_WITH_SE2]
+    for name in names:
+        assert f"  {name} " in out
+    assert "nvm_se2_inline" not in out and "nvm_base_walpmem" not in out
+    for check in ("isolation", "stress", "tap_recovery", "pytest", "prefetch"):
+        assert f"  {check} " not in out and not out.rstrip().endswith(f"  {check}")
+    assert "  regress " in out and "  crash " in out and "  fault_guard" in out
+    quick = [c for c in registry.ENGINE_CHECKS if c.name not in registry.NOT_QUICK]
+    assert f"{len(names)} configurations x {len(quick)} checks + 1 once" in out
+    with pytest.raises(SystemExit, match="--quick and --only"):
+        cli.main(["test", "--quick", "--only", "regress"])
 
 
 def test_list_configs_of_every_job(home: Path, capsys: pytest.CaptureFixture) -> None:
