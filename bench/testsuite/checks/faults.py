@@ -168,11 +168,7 @@ def cow_failure(env: EngineEnv, limit: float) -> str:
 ML_TABLES = 1500  # relations, each its own segment file
 ML_BATCH = 250  # tables created / dropped per transaction (lock table size)
 ML_CAP = 8  # nvm_max_mappings during the check
-#: processes that may have mapped segments meanwhile, at most: the backend, checkpointer,
-#: bgwriter, the I/O workers (3). Autovacuum is off during the check: its workers, started
-#: on the new tables at moments that depend on the machine's load, made a ninth process
-#: hold mappings now and then (65 kept > 64 with two lanes of ./pgnvm test side by side)
-ML_WRITERS = 8
+ML_WRITERS = 8  # processes that may have mapped segments meanwhile, at most
 ML_SUM = ML_TABLES * (ML_TABLES + 1) // 2
 
 
@@ -231,8 +227,7 @@ def mapping_limits(env: EngineEnv, limit: float) -> str:
     not map failed every checkpoint ("checkpoint request failed")."""
     mapped = env.engine != "base"
     notes: list[str] = []
-    settings = {"nvm_max_mappings": str(ML_CAP), "autovacuum": "off"}
-    with env.server.temporary(settings), env.server.connect() as c:
+    with env.server.temporary({"nvm_max_mappings": str(ML_CAP)}), env.server.connect() as c:
         c.execute("SELECT pg_reload_conf()")
         c.execute("CREATE EXTENSION IF NOT EXISTS pgnvm")
         c.execute("CREATE EXTENSION IF NOT EXISTS pg_buffercache")
