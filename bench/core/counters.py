@@ -49,19 +49,26 @@ def _qualified(name: str, schema: str | None) -> str:
 
 
 def read_counters(
-    conn: psycopg.Connection[Any], schema: str | None = None, *, own: bool = False
+    conn: psycopg.Connection[Any],
+    schema: str | None = None,
+    *,
+    own: bool = False,
+    pid: int | None = None,
 ) -> dict[str, int]:
     """Every counter the server has, and :data:`DERIVED` (extension pgnvm in ``schema``,
     default: on the search path): from ``pgnvm_counters()``, summed over all processes, or
     with ``own`` from ``pgnvm_backend_counters(pg_backend_pid())``, the connection's own
     backend only (what it counted on top of earlier holders of its slot: use differences;
-    a parallel query's workers are not in it). Raises psycopg.Error where the extension is
-    missing, psycopg.DataError where a counter of :data:`COUNTERS` is."""
-    if own:
+    a parallel query's workers are not in it); with ``pid`` those of that server process
+    (e.g. the checkpointer; no rows, hence psycopg.DataError, once it has exited). Raises
+    psycopg.Error where the extension is missing, psycopg.DataError where a counter of
+    :data:`COUNTERS` is."""
+    if own or pid is not None:
+        who = "pg_backend_pid()" if pid is None else str(int(pid))
         # no per-process view: bytes_not_copied derived here as the view derives it
         sql = (
             "WITH c AS (SELECT counter, value FROM "
-            f"{_qualified('pgnvm_backend_counters', schema)}(pg_backend_pid())) "
+            f"{_qualified('pgnvm_backend_counters', schema)}({who})) "
             "SELECT counter, value FROM c UNION ALL "
             "SELECT 'bytes_not_copied', value * current_setting('block_size')::bigint "
             "FROM c WHERE counter = 'redirects'"
