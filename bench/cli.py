@@ -21,7 +21,7 @@ import sys
 from types import FrameType
 
 from bench import build_cli, cluster_cli, machine_cli
-from bench.core import build, cluster, osuser, paths, storage, ui
+from bench.core import build, cluster, osuser, paths, selection, storage, ui
 from bench.micro import cli as micro_cli
 from bench.oltp import cli as oltp_cli
 from bench.testsuite import cli as test_cli
@@ -97,7 +97,12 @@ def main(argv: list[str] | None = None) -> int:
         cluster.stop_started()
         ui.error("interrupted")
         return 130
-    except (build.BuildError, cluster.ClusterError, storage.StorageError) as e:
+    except (
+        build.BuildError,
+        cluster.ClusterError,
+        storage.StorageError,
+        selection.SelectionError,
+    ) as e:
         ui.error(str(e))
         return 1
     except subprocess.CalledProcessError as e:

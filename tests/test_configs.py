@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.core import configs, topology
+from bench.core import configs, selection, topology
 from bench.micro import settings as micro
 from bench.testsuite import settings as test_settings
 from bench.tpch import settings as tpch
@@ -71,19 +71,16 @@ def test_prefetch_configs_in_table() -> None:
     ]
 
 
-def test_resolve_configs() -> None:
-    assert [c.name for c in configs.resolve(["mem_limit", "nvm_se1"])] == ["mem_limit", "nvm_se1"]
-    assert [c.name for c in configs.resolve(["mem_limit", "nvm_se1"], catalogue_order=True)] == [
-        "nvm_se1",
-        "mem_limit",
-    ]
-    assert [c.name for c in configs.resolve(["nvm_se1", "nvm_se1"])] == ["nvm_se1"]
+def test_select_by_name() -> None:
+    job = tpch.job()
+    assert selection.select(job, ["mem_limit", "nvm_se1"]).names == ["mem_limit", "nvm_se1"]
+    assert selection.select(job, ["nvm_se1", "nvm_se1"]).names == ["nvm_se1"]
     with pytest.raises(ValueError, match="nope"):
-        configs.resolve(["nope"])
+        selection.select(job, ["nope"])
     # the old vocabularies are gone
     for old in ("base", "se2+helper", "se2_m1", "base_worker"):
         with pytest.raises(ValueError):
-            configs.resolve([old])
+            selection.select(job, [old])
 
 
 def test_job_defaults() -> None:
@@ -115,8 +112,8 @@ def test_job_defaults() -> None:
         "nvm_se2_m1",
         "nvm_se2_pmem",
     )
-    for names in (tpch.DEFAULT_CONFIGS, micro.DEFAULT_CONFIGS, test_settings.DEFAULT_CONFIGS):
-        configs.resolve(names)
+    for job in (tpch.job(), micro.job(), test_settings.job(), test_settings.job(quick=True)):
+        assert selection.select(job).names == list(job.all_defaults)
 
 
 def test_server_settings() -> None:
@@ -261,7 +258,9 @@ def test_availability_topology_then_server(tmp_path: Path) -> None:
 
 def test_topology_unknown_runs_and_says_so(tmp_path: Path) -> None:
     bindir = _fake_install(tmp_path, None, {})
-    av = configs.availability(bindir, configs.resolve(["nvm_se2", "nvm_se2_m2"]), {})
+    av = configs.availability(
+        bindir, [configs.BY_NAME["nvm_se2"], configs.BY_NAME["nvm_se2_m2"]], {}
+    )
     assert av["nvm_se2"] == configs.AVAILABLE
     assert av["nvm_se2_m2"] == configs.Verdict(None, "nvmpf-topology not installed")
     assert av["nvm_se2_m2"].runs

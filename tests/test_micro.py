@@ -4,10 +4,17 @@ import argparse
 
 import pytest
 
-from bench.core import configs
+from bench.core import configs, selection
 from bench.micro.scan import Bench, render, summarize
-from bench.micro.settings import DEFAULT_CONFIGS, names, parse_size_mb
-from bench.micro.settings import resolve as scan_configs
+from bench.micro.settings import DEFAULT_CONFIGS, job, parse_size_mb
+
+
+def scan_configs(names):
+    return selection.select(job(), names).wanted
+
+
+def names():
+    return job().names()
 
 
 def test_configs_by_catalogue_name_in_the_order_given():

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bench import cli
-from bench.core import configs
+from bench.core import configs, selection
 from bench.oltp import cli as oltp_cli
 from bench.oltp import pgbench, plan, report, settings, targets, workloads
 
@@ -65,9 +65,9 @@ def test_full_matrix_and_repeat() -> None:
     assert o.clients == [1, 2, 4, 8]
     assert o.workloads == ["a", "b", "c", "f", "tpcb"]
     assert o.memory_ratios == ["1/2", "1/8", "1/128"]  # 0.5 == 1/2, largest first
-    chosen = plan.check(o)
-    assert [c.name for c in chosen] == ["disk_base", "nvm_se2"]  # catalogue order
-    pts = plan.points(o, ["disk_base", "nvm_se2"])
+    plan.check(o)
+    assert o.config_names == ["nvm_se2", "disk_base"]  # the order given, as every job
+    pts = plan.points(o, ["nvm_se2", "disk_base"])
     assert len(pts) == 2 * (5 * 4 + 3) * 2
     assert len({p.key for p in pts}) == len(pts) // 2
     assert plan.parse_ratios("none") == []
@@ -115,8 +115,8 @@ def test_not_durable_configuration_is_refused(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(configs, "NAMES", (*configs.NAMES, "nvm_lazy"))
     monkeypatch.setattr(configs, "CONFIGS", (*configs.CONFIGS, lazy))
     assert settings.not_durable(lazy)
-    with pytest.raises(plan.PlanError, match="not durable"):
-        plan.check(plan.Options(configs=["nvm_lazy"]))
+    with pytest.raises(selection.SelectionError, match="not durable"):
+        selection.select(settings.job(), ["nvm_lazy"])
     # the durable settings are written last: nothing of a configuration can undo them
     s = settings.server_settings(configs.BY_NAME["nvm_se2"], "64MB")
     assert s["shared_buffers"] == "64MB"

@@ -6,13 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from bench.core import configs
+from bench.core import configs, selection
 from bench.testsuite import settings
 
 
-def test_names_and_resolve() -> None:
-    assert settings.names() == [n for n in configs.NAMES if n != "mem_limit"]
-    assert [c.name for c in settings.resolve(["nvm_se2_m1", "nvm_base_worker"])] == [
+def test_names_and_select() -> None:
+    job = settings.job()
+    assert job.names() == [n for n in configs.NAMES if n != "mem_limit"]
+    assert selection.select(job, ["nvm_se2_m1", "nvm_base_worker"]).names == [
         "nvm_se2_m1",
         "nvm_base_worker",
     ]
@@ -22,9 +23,9 @@ def test_names_and_resolve() -> None:
     assert not configs.BY_NAME["nvm_se2"].is_reference
     assert not configs.BY_NAME["nvm_base_sync"].is_reference  # extra settings
     with pytest.raises(ValueError, match="se3"):
-        settings.resolve(["se3"])
+        selection.select(job, ["se3"])
     with pytest.raises(ValueError, match="mem_limit: shared_buffers sized to a database"):
-        settings.resolve(["mem_limit"])
+        selection.select(job, ["mem_limit"])
 
 
 def test_default_configs_add_se2s_variants(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -35,25 +36,31 @@ def test_default_configs_add_se2s_variants(monkeypatch: pytest.MonkeyPatch) -> N
         return configs.AVAILABLE
 
     monkeypatch.setattr(configs, "verdict", verdict)
-    assert settings.default_configs(Path("/x"), settings.BASE_SETTINGS) == (
-        [
-            "nvm_base_worker",
-            "nvm_base_walpmem",
-            "nvm_se1",
-            "nvm_se1_pmem",
-            "nvm_se2",
-            "nvm_se2_inline",
-            "nvm_se2_m1",
-            "nvm_se2_pmem",
-        ],
-        {"nvm_se2": "yes"},
-    )
-    assert seen == [("nvm_se2", settings.BASE_SETTINGS)]
+    sel = selection.select(settings.job()).judge(Path("/x"), say=print)
+    assert sel.names == [
+        "nvm_base_worker",
+        "nvm_base_walpmem",
+        "nvm_se1",
+        "nvm_se1_pmem",
+        "nvm_se2",
+        "nvm_se2_inline",
+        "nvm_se2_m1",
+        "nvm_se2_pmem",
+    ]
+    assert sel.notes == {"nvm_se2": "yes"}
+    assert seen[0] == ("nvm_se2", settings.BASE_SETTINGS)
     monkeypatch.setattr(configs, "verdict", lambda c, b, s: configs.Verdict(False, "no se2"))
-    assert settings.default_configs(Path("/x"), {}) == (
-        ["nvm_base_worker", "nvm_base_walpmem", "nvm_se1", "nvm_se1_pmem"],
-        {"nvm_se2": "NO: no se2"},
-    )
+    said: list[str] = []
+    sel = selection.select(settings.job()).judge(Path("/x"), say=said.append)
+    assert sel.names == ["nvm_base_worker", "nvm_base_walpmem", "nvm_se1", "nvm_se1_pmem"]
+    assert sel.notes == {"nvm_se2": "NO: no se2"}
+    assert said[0].startswith("nvm_se2, nvm_se2_inline, nvm_se2_m1, nvm_se2_pmem not in the")
+    # the test harness runs what the build refuses: its setup fails, with the reason
+    assert [c.name for c in sel.wanted] == sel.names and sel.run == []
+    assert "configuration nvm_se1 is not available, its checks fail: no se2" in said
+    # named: no gate
+    sel = selection.select(settings.job(), ["nvm_se2"]).judge(Path("/x"), say=said.append)
+    assert sel.names == ["nvm_se2"] and sel.notes == {} and sel.refused == {"nvm_se2": "no se2"}
 
 
 def _run(tmp_path: Path):

@@ -18,8 +18,9 @@ Requirements: a configuration runs only where
 
 :func:`availability` gives a :class:`Verdict` per configuration: available, not available
 (with the reason; the job does not run it) or unknown (e.g. ``nvmpf-topology`` not installed:
-the job runs it and says so). Each job keeps its own default list of names; ``--configs``
-takes these names everywhere and ``--list-configs`` prints the table (:func:`listing`).
+the job runs it and says so). Each job keeps its own default list of names; which of them
+(or of ``--configs``) a run runs is :mod:`bench.core.selection`, the same for every job, and
+``--list-configs`` prints the table (:func:`listing`).
 
 Adding a variant (e.g. M1 with a longer prefetch distance) is one entry of :data:`CONFIGS`.
 """
@@ -249,33 +250,6 @@ CONFIGS: tuple[Config, ...] = (
 
 BY_NAME: dict[str, Config] = {c.name: c for c in CONFIGS}
 NAMES: tuple[str, ...] = tuple(BY_NAME)
-
-
-def resolve(
-    names: Iterable[str], catalogue_order: bool = False, excluded: dict[str, str] | None = None
-) -> list[Config]:
-    """Configurations by name, in the order given (``catalogue_order``: in table order),
-    each once. Unknown names, and names of ``excluded`` (name -> why a job cannot run it),
-    raise ValueError."""
-    names = list(dict.fromkeys(names))
-    bad = [n for n in names if n not in BY_NAME]
-    if bad:
-        raise ValueError(
-            f"unknown configuration(s) {', '.join(bad)} "
-            f"(known: {', '.join(NAMES)}; see --list-configs)"
-        )
-    refused = [f"{n}: {excluded[n]}" for n in names if excluded and n in excluded]
-    if refused:
-        raise ValueError("; ".join(refused))
-    if catalogue_order:
-        wanted = set(names)
-        return [c for c in CONFIGS if c.name in wanted]
-    return [BY_NAME[n] for n in names]
-
-
-def names_except(excluded: dict[str, str]) -> list[str]:
-    """The names of the catalogue but ``excluded`` (what a job can run)."""
-    return [n for n in NAMES if n not in excluded]
 
 
 def server_settings(

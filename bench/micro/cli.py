@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench.core import build, configs, storage, ui
+from bench.core import selection, storage, ui
 from bench.micro import checksum, prefetch, settings
 from bench.micro.storage import cli as storage_cli
 
@@ -30,11 +30,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument(
         "--configs",
         type=_csv,
-        default=list(settings.DEFAULT_CONFIGS),
+        default=None,
         metavar="LIST",
         help="configurations to compare, in this order (ratios are to the first; names of "
         "the catalogue, as for ./pgnvm tpch): "
-        + ", ".join(settings.names())
+        + ", ".join(settings.job().names())
         + f". Default: {', '.join(settings.DEFAULT_CONFIGS)}; see --list-configs",
     )
     s.add_argument(
@@ -106,13 +106,18 @@ def scan_space_needed(shared_buffers: str, table_factor: int, pages: list[str]) 
 
 def _run_scan(args: argparse.Namespace) -> int:
     try:
-        settings.resolve(args.configs)
-    except ValueError as e:
+        job = settings.job(settings.parse_size_mb(args.shared_buffers))
+        args.selection = selection.select(job, args.configs)
+    except (selection.SelectionError, ValueError) as e:
         raise SystemExit(f"pgnvm micro scan: {e}") from None
     if args.nvm_root:
         storage.set_user_nvm_root(args.nvm_root)
     if args.list_configs:
-        return _list_configs(args)
+        for line in selection.listing(job):
+            print(line)
+        for line in storage.root_lines():
+            print(line)
+        return 0
     need = scan_space_needed(args.shared_buffers, args.table_factor, args.pages)
     if storage.use_root_option(None, need, what="micro scan") is not None and "2m" in args.pages:
         ui.notice("--nvm-root: the 2m cluster is on the same root; its pages are the root's")
@@ -125,19 +130,6 @@ def _run_scan(args: argparse.Namespace) -> int:
     from bench.micro.scan import Bench
 
     return Bench(args).main()
-
-
-def _list_configs(args: argparse.Namespace) -> int:
-    common = settings.common(settings.parse_size_mb(args.shared_buffers))
-    bindir = build.bindir("release")
-    verdicts = None
-    if (bindir / "postgres").is_file():
-        verdicts = configs.availability(bindir, configs.CONFIGS, common)
-    for line in configs.listing(settings.DEFAULT_CONFIGS, verdicts, common, settings.EXCLUDED):
-        print(line)
-    for line in storage.root_lines():
-        print(line)
-    return 0
 
 
 def _run_prefetch(args: argparse.Namespace) -> int:

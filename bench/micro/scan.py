@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.core import build, configs, paths, procfs, results, rootkind, ui
+from bench.core import build, configs, paths, procfs, results, rootkind, selection, ui
 from bench.core import cluster as clu
 from bench.core.server import Server
 from bench.micro import settings
@@ -62,7 +62,11 @@ class Bench:
         self.args = args
         self.sb_mb = settings.parse_size_mb(args.shared_buffers)
         self.table_mb = self.sb_mb * args.table_factor
-        self.configs = settings.resolve(args.configs)
+        #: bench.core.selection's, built by the command line (the defaults without one)
+        self.selection: selection.Selection = getattr(args, "selection", None) or (
+            selection.select(settings.job(self.sb_mb), args.configs)
+        )
+        self.configs = self.selection.run
         self.unavailable: dict[str, str] = {}
         self.unknown: dict[str, str] = {}
         self.whole_db: str | None = None  # shared_buffers of mem_limit: table + index
@@ -105,18 +109,10 @@ class Bench:
 
     def check_available(self, bindir: Path) -> None:
         """Drop the configurations the build or the machine cannot run (with a notice)."""
-        verdicts = configs.availability(bindir, self.configs, self.common())
-        for c in list(self.configs):
-            v = verdicts[c.name]
-            if not v.runs:
-                self.unavailable[c.name] = v.why
-                self.configs.remove(c)
-                ui.notice(f"configuration {c.name} is not available, skipped: {v.why}")
-            elif v.available is None:
-                self.unknown[c.name] = v.why
-                ui.notice(f"configuration {c.name}: availability unknown ({v.why}); running it")
-        if not self.configs:
-            raise SystemExit("pgnvm micro scan: no configuration to run")
+        sel = self.selection.judge(bindir)
+        self.configs = sel.run
+        self.unavailable = sel.refused
+        self.unknown = sel.unknown
 
     def load(self, srv: Server) -> None:
         """Create micro_t (id, v, pad) of about table_mb megabytes, if not there yet."""

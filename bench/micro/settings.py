@@ -24,7 +24,7 @@ configuration. Results: ``results/micro-scan-<stamp>/runs.jsonl`` and ``summary.
 
 from __future__ import annotations
 
-from bench.core import configs
+from bench.core import configs, selection
 
 WORKLOADS = ("seqscan", "index")
 
@@ -63,12 +63,7 @@ EXCLUDED: dict[str, str] = {
 }
 
 
-def names() -> list[str]:
-    """The configurations of the catalogue this benchmark can run."""
-    return configs.names_except(EXCLUDED)
-
-
-def resolve(wanted: list[str]) -> list[configs.Config]:
-    """The configurations named, in that order (ratios are to the first); ValueError for an
-    unknown name or one this benchmark cannot run."""
-    return configs.resolve(wanted, excluded=EXCLUDED)
+def job(shared_buffers_mb: int = 128) -> selection.Job:
+    """``./pgnvm micro scan`` for :mod:`bench.core.selection`: the nvm configurations of the
+    catalogue, :data:`DEFAULT_CONFIGS` by default."""
+    return selection.Job("micro scan", DEFAULT_CONFIGS, common(shared_buffers_mb), EXCLUDED)

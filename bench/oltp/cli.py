@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from bench.core import configs, storage
+from bench.core import selection, storage
 from bench.oltp import plan, settings, workloads
 
 DESCRIPTION = """\
@@ -141,6 +141,10 @@ def space_needed(records: int) -> int:
 def options(args: argparse.Namespace) -> plan.Options:
     """The plan's options from the command line (raises :class:`plan.PlanError`)."""
     cfgs = [t.strip() for t in args.configs.split(",") if t.strip()] if args.configs else None
+    try:
+        chosen = selection.select(settings.job(args.shared_buffers), cfgs)
+    except selection.SelectionError as e:
+        raise plan.PlanError(f"--configs: {e}") from None
     o = plan.Options(
         records=args.records,
         clients=plan.parse_int_list(args.clients, "--clients"),
@@ -150,7 +154,7 @@ def options(args: argparse.Namespace) -> plan.Options:
         warmup=args.warmup,
         repeat=args.repeat,
         memory_ratios=plan.parse_ratios(args.memory_ratios),
-        configs=cfgs,
+        selection=chosen,
         shared_buffers=args.shared_buffers,
         out=args.out,
         build=not args.no_build,
@@ -178,19 +182,7 @@ def _cmd(args: argparse.Namespace) -> int:
 
 
 def _list_configs(args: argparse.Namespace) -> int:
-    from bench.core import paths
-
-    common = settings.common_settings(args.shared_buffers)
-    bindir = paths.install_dir("release") / "bin"
-    verdicts = None
-    if (bindir / "postgres").is_file():
-        verdicts = configs.availability(bindir, configs.CONFIGS, common)
-    not_for = dict(plan.NOT_FOR_OLTP)
-    for c in configs.CONFIGS:
-        why = settings.not_durable(c)
-        if why:
-            not_for[c.name] = why
-    for line in configs.listing(settings.default_configs(), verdicts, common, not_for):
+    for line in selection.listing(settings.job(args.shared_buffers)):
         print(line)
     print(
         "durable (always, after the above): "

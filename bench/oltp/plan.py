@@ -16,14 +16,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
-from bench.core import configs, results
+from bench.core import results, selection
 from bench.oltp import settings, workloads
 
-#: catalogue configurations this job cannot run, and why
-NOT_FOR_OLTP: dict[str, str] = {
-    configs.CEILING: "its whole-database buffer pool is what the memory-ratio experiment "
-    "varies (--memory-ratios 1/1 is the same point without the prewarm)",
-}
 MIN_SHARED_BUFFERS_MB = 2
 MIN_RECORDS = 1000
 
@@ -66,7 +61,8 @@ class Options:
     warmup: float = settings.DEFAULT_WARMUP
     repeat: int = settings.DEFAULT_REPEAT
     memory_ratios: list[str] = field(default_factory=lambda: list(settings.DEFAULT_MEMORY_RATIOS))
-    configs: list[str] | None = None
+    #: the configurations (bench.core.selection, built by the command line); None: the defaults
+    selection: selection.Selection | None = None
     shared_buffers: str = settings.DEFAULT_SHARED_BUFFERS
     out: Path | None = None
     build: bool = True
@@ -74,8 +70,13 @@ class Options:
     prefix: str = settings.DEFAULT_PREFIX
 
     @property
+    def chosen(self) -> selection.Selection:
+        """The selection (the job's defaults when the command line made none)."""
+        return self.selection or selection.select(settings.job(self.shared_buffers))
+
+    @property
     def config_names(self) -> list[str]:
-        return list(self.configs) if self.configs else list(settings.default_configs())
+        return self.chosen.names
 
 
 # --------------------------------------------------------------------------- parsing
@@ -153,9 +154,9 @@ def ratio_shared_buffers(ratio: str, data_bytes: int) -> str:
 # --------------------------------------------------------------------------- checking
 
 
-def check(o: Options) -> list[configs.Config]:
-    """Every option that can be checked without the build: raises :class:`PlanError` with
-    the reason. Returns the configurations (catalogue order)."""
+def check(o: Options) -> None:
+    """Every option that can be checked without the build (the configurations are checked
+    when the command line selects them): raises :class:`PlanError` with the reason."""
     if o.records < MIN_RECORDS:
         raise PlanError(f"--records: at least {MIN_RECORDS}")
     if o.distribution not in workloads.DISTRIBUTIONS:
@@ -182,16 +183,6 @@ def check(o: Options) -> list[configs.Config]:
     why = results.unused_out(o.out)
     if why:
         raise PlanError(why)
-    excluded = dict(NOT_FOR_OLTP)
-    for c in configs.CONFIGS:
-        why = settings.not_durable(c)
-        if why:
-            excluded[c.name] = why
-    try:
-        chosen = configs.resolve(o.config_names, catalogue_order=True, excluded=excluded)
-    except ValueError as e:
-        raise PlanError(f"--configs: {e}") from None
-    return chosen
 
 
 def data_bytes_estimate(records: int) -> int:

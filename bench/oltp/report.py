@@ -116,6 +116,14 @@ def document(
                 "Not available: " + "; ".join(f"{k}: {v}" for k, v in plan["unavailable"].items()),
             )
         )
+    if plan.get("availability_unknown"):
+        unknown = plan["availability_unknown"]
+        b.append(
+            (
+                "p",
+                "Availability unknown (run): " + "; ".join(f"{k}: {v}" for k, v in unknown.items()),
+            )
+        )
     failed = [r for r in records if r.get("status") != "ok"]
     if failed:
         b.append(

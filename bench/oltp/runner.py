@@ -44,7 +44,7 @@ from typing import Any
 import psycopg
 
 from bench.core import cluster as clu
-from bench.core import configs, counters, paths, procfs, results, servercpu, ui
+from bench.core import counters, paths, procfs, results, servercpu, ui
 from bench.core.build import ensure_built
 from bench.core.configs import Config
 from bench.core.server import stop_quietly
@@ -137,9 +137,11 @@ def children_cpu() -> float:
 class Runner:
     def __init__(self, opts: plan.Options) -> None:
         self.o = opts
-        self.chosen = plan.check(opts)
+        plan.check(opts)
+        self.chosen = opts.chosen
         self.configs: list[Config] = []
         self.unavailable: dict[str, str] = {}
+        self.unknown: dict[str, str] = {}  # runs, but availability unknown: why
         self.targets: dict[str, targets.Target] = {}
         self.records: list[dict[str, Any]] = []
         self.env: dict[str, Any] = {}
@@ -162,18 +164,10 @@ class Runner:
             raise RuntimeError(f"--no-build: no release build in {self.bindir}; run ./pgnvm build")
         if not (self.bindir / "pgbench").is_file():
             raise RuntimeError(f"no pgbench in {self.bindir}")
-        avail = configs.availability(
-            self.bindir, self.chosen, settings.common_settings(o.shared_buffers)
-        )
-        for c in self.chosen:
-            v = avail[c.name]
-            if not v.runs:
-                self.unavailable[c.name] = v.why
-                ui.notice(f"configuration {c.name} is not available, skipped: {v.why}")
-            else:
-                self.configs.append(c)
-        if not self.configs:
-            raise RuntimeError("no configuration to run")
+        sel = self.chosen.judge(self.bindir)
+        self.configs = sel.run
+        self.unavailable = sel.refused
+        self.unknown = sel.unknown
         self.env = results.environment()
         self.env["load"] = {}
         for storage in sorted({c.storage for c in self.configs}, key=["nvm", "disk"].index):
@@ -223,6 +217,7 @@ class Runner:
                 for c in self.configs
             ],
             "unavailable": self.unavailable,
+            "availability_unknown": self.unknown,
             "durable_settings": settings.DURABLE,
             "random_seed": workloads.RANDOM_SEED,
             "fillfactor": settings.FILLFACTOR,
@@ -233,7 +228,7 @@ class Runner:
 
     def run_point(self, p: plan.Point) -> dict[str, Any]:
         o = self.o
-        cfg = configs.BY_NAME[p.config]
+        cfg = next(c for c in self.configs if c.name == p.config)
         tg = self.targets[cfg.storage]
         w = workloads.WORKLOADS[p.workload]
         for other in self.targets.values():

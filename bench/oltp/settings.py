@@ -12,7 +12,7 @@ whose server shows anything else is labelled "not durable" in the report.
 
 from __future__ import annotations
 
-from bench.core import configs
+from bench.core import configs, selection
 
 DEFAULT_PREFIX = "oltp"  # clusters oltp-r<records>-<storage>
 DEFAULT_PORT = 5525  # nvm: port, disk: port + 1 (tpch 5520-5521, its test 5530-5531)
@@ -90,3 +90,22 @@ def server_settings(cfg: configs.Config, shared_buffers: str) -> dict[str, str]:
     s = configs.server_settings(cfg, common_settings(shared_buffers), whole_db_sb=shared_buffers)
     s.update(DURABLE)
     return s
+
+
+#: catalogue configurations this job cannot run, and why (besides :func:`not_durable`)
+NOT_FOR_OLTP: dict[str, str] = {
+    configs.CEILING: "its whole-database buffer pool is what the memory-ratio experiment "
+    "varies (--memory-ratios 1/1 is the same point without the prewarm)",
+}
+
+
+def job(shared_buffers: str = DEFAULT_SHARED_BUFFERS) -> selection.Job:
+    """``./pgnvm oltp`` for :mod:`bench.core.selection`: its defaults, and every
+    configuration of the catalogue but :data:`NOT_FOR_OLTP` and the ones that are not
+    durable."""
+    excluded = dict(NOT_FOR_OLTP)
+    for c in configs.CONFIGS:
+        why = not_durable(c)
+        if why:
+            excluded[c.name] = why
+    return selection.Job("oltp", default_configs(), common_settings(shared_buffers), excluded)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from bench.core import build, configs
+from bench.core import selection
 from bench.testsuite import registry, settings
-from bench.testsuite.settings import BASE_SETTINGS, FLAVOUR
+from bench.testsuite.settings import FLAVOUR
 
 
 def _csv(text: str) -> list[str]:
@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="LIST",
         help="configurations to test, in this order (names of the catalogue, as for "
         "./pgnvm tpch): "
-        + ", ".join(settings.names())
+        + ", ".join(settings.job().names())
         + f". Default: {', '.join(settings.DEFAULT_CONFIGS)}, plus "
         f"{', '.join(settings.WITH_SE2)} if the server accepts se2; see --list-configs",
     )
@@ -96,8 +96,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _cmd_test(args: argparse.Namespace) -> int:
     try:
-        if args.configs:
-            settings.resolve(args.configs)
+        chosen = selection.select(settings.job(args.quick), args.configs)
         registry.select(args.only)
     except ValueError as e:
         raise SystemExit(f"pgnvm test: {e}") from None
@@ -106,14 +105,16 @@ def _cmd_test(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise SystemExit(f"pgnvm test: --jobs must be at least 1, not {args.jobs}")
     if args.list_configs:
-        return _list_configs()
+        for line in selection.listing(settings.job()):
+            print(line)
+        return 0
     if args.list:
-        return _list(args)
+        return _list(args, chosen)
     from bench.testsuite.runner import Options, run_tests
 
     return run_tests(
         Options(
-            configs=args.configs,
+            selection=chosen,
             only=args.only,
             keep=args.keep,
             seed=args.seed,
@@ -124,34 +125,20 @@ def _cmd_test(args: argparse.Namespace) -> int:
     )
 
 
-def _built() -> bool:
-    return (build.bindir(FLAVOUR) / "postgres").is_file()
-
-
-def _list_configs() -> int:
-    bindir = build.bindir(FLAVOUR)
-    verdicts = configs.availability(bindir, configs.CONFIGS, BASE_SETTINGS) if _built() else None
-    defaults = (*settings.DEFAULT_CONFIGS, *settings.WITH_SE2)
-    for line in configs.listing(defaults, verdicts, BASE_SETTINGS, settings.EXCLUDED):
-        print(line)
-    return 0
-
-
-def _list(args: argparse.Namespace) -> int:
+def _list(args: argparse.Namespace, chosen: selection.Selection) -> int:
     """The configurations and checks a run with these options would test."""
     global_checks, checks = registry.select(args.only, args.quick)
-    with_se2 = settings.QUICK_WITH_SE2 if args.quick else settings.WITH_SE2
-    if args.configs:
-        names, how = args.configs, "as given"
-    elif _built():
-        names, notes = settings.default_configs(build.bindir(FLAVOUR), BASE_SETTINGS, args.quick)
-        how = f"default; the {FLAVOUR} build's se2: {notes['nvm_se2']}"
+    job = chosen.job
+    if chosen.given:
+        how = "as given"
+    elif job.built():
+        chosen.judge(say=lambda _: None)
+        how = f"default; the {FLAVOUR} build's se2: {chosen.notes[job.gate]}"
     else:
-        always = settings.QUICK_CONFIGS if args.quick else settings.DEFAULT_CONFIGS
-        names = [*always, *with_se2]
-        how = f"default, {', '.join(with_se2)} if the {FLAVOUR} build accepts se2"
+        how = f"default, {', '.join(job.gated)} if the {FLAVOUR} build accepts se2"
+    names = chosen.names
     print(f"configurations ({how}):")
-    for c in settings.resolve(names):
+    for c in chosen.wanted:
         print(f"  {c.name:<18} engine={c.engine} {c.doc}")
     print("checks per configuration:")
     for c in checks:

@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from bench.core import build, configs, osuser, paths, ui
+from bench.core import build, configs, osuser, paths, selection, ui
 from bench.core import cluster as clu
 from bench.testsuite import lanes, model, proc, registry, settings
 from bench.testsuite.checks.amcheck import amcheck
@@ -52,7 +52,7 @@ from bench.testsuite.context import (
 )
 from bench.testsuite.errmatch import headline
 from bench.testsuite.model import CheckFailed, CheckResult, CheckSkipped, Status
-from bench.testsuite.settings import BASE_SETTINGS, FLAVOUR
+from bench.testsuite.settings import FLAVOUR
 
 CheckFunc = Callable[[EngineEnv, float], str]
 
@@ -83,7 +83,8 @@ CHECK_FUNCS: dict[str, CheckFunc] = {
 
 @dataclass
 class Options:
-    configs: list[str] | None = None  # names of the catalogue; None: the defaults (+ probed)
+    #: the configurations (bench.core.selection, built by the command line); None: the defaults
+    selection: selection.Selection | None = None
     only: list[str] | None = None
     keep: bool = False
     seed: int | None = None
@@ -224,8 +225,7 @@ def _estimate(cfg: configs.Config, checks: list[registry.CheckDef]) -> float:
 
 def _plan(
     run: RunState,
-    names: list[str],
-    verdicts: dict[str, configs.Verdict],
+    chosen: selection.Selection,
     checks: list[registry.CheckDef],
     global_checks: list[str],
 ) -> list[lanes.Task]:
@@ -234,13 +234,13 @@ def _plan(
     configurations and the checks run once, longest first."""
     tasks: list[tuple[float, lanes.Task]] = []
     if checks:
-        cfgs = settings.resolve(names)
+        cfgs = chosen.wanted  # refused ones too: their setup fails, with the reason
         run.reference_in_run = any(c.is_reference for c in cfgs)
         ports: set[int] = set()
         for cfg in cfgs:
             port = pick_port(PORT_BASE, ports)
             ports.add(port)
-            env = EngineEnv(run, cfg, port, verdicts[cfg.name])
+            env = EngineEnv(run, cfg, port, chosen.verdict(cfg.name))
             first = float("inf") if cfg.is_reference else _estimate(cfg, checks)
             tasks.append((first, lanes.Task(cfg.name, _config_task(env, checks))))
     if global_checks:
@@ -295,20 +295,14 @@ def slowest_table(results: list[CheckResult], top: int = 10) -> list[str]:
 
 def _prepare(
     opts: Options,
-) -> tuple[RunState, list[str], dict[str, configs.Verdict], dict[str, str], float]:
+) -> tuple[RunState, selection.Selection, float]:
     t0 = time.monotonic()
     if opts.build:
         build.ensure_built(FLAVOUR)
     elif not (build.bindir(FLAVOUR) / "postgres").is_file():
         raise build.BuildError(f"--no-build, but the {FLAVOUR} flavour is not installed")
     build_s = time.monotonic() - t0
-    notes: dict[str, str] = {}
-    bindir = build.bindir(FLAVOUR)
-    if opts.configs:
-        names = opts.configs
-    else:
-        names, notes = settings.default_configs(bindir, BASE_SETTINGS, opts.quick)
-    verdicts = configs.availability(bindir, settings.resolve(names), BASE_SETTINGS)
+    chosen = (opts.selection or selection.select(settings.job(opts.quick))).judge()
     stamp = time.strftime("%Y%m%d-%H%M%S")
     results_root = repo_results_dir()
     run = RunState(
@@ -321,7 +315,7 @@ def _prepare(
         reference_file=results_root / "test-reference.json",
     )
     osuser.ensure_dir(run.work_root)
-    return run, names, verdicts, notes, build_s
+    return run, chosen, build_s
 
 
 def _run_global(name: str, run: RunState) -> CheckResult:
@@ -381,13 +375,13 @@ def _run_tests(opts: Options) -> int:
     results: list[CheckResult] = []
     run: RunState | None = None
     names: list[str] = []
-    verdicts: dict[str, configs.Verdict] = {}
     notes: dict[str, str] = {}
     build_s = 0.0
     interrupted = False
     try:
         try:
-            run, names, verdicts, notes, build_s = _prepare(opts)
+            run, chosen, build_s = _prepare(opts)
+            names, notes = chosen.names, chosen.notes
         except Exception as e:
             results.append(
                 CheckResult("build", None, Status.FAIL, time.monotonic() - t_all, _detail_of(e))
@@ -399,10 +393,7 @@ def _run_tests(opts: Options) -> int:
                 f"{', '.join([c.name for c in checks] + global_checks)}; "
                 f"seed {run.seed}; work dir {run.work_root}"
             )
-            for n, out in notes.items():
-                if n not in names:
-                    ui.info(f"{n} and its variants not in the default run: {out}")
-            tasks = _plan(run, names, verdicts, checks, global_checks)
+            tasks = _plan(run, chosen, checks, global_checks)
             lanes_n = max(1, min(opts.jobs, len(tasks)))
             if lanes_n > 1:
                 ui.info(

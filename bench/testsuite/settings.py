@@ -11,9 +11,8 @@ base as it ships (:data:`bench.core.configs.REFERENCE`, ``nvm_base_worker``).
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-from bench.core import configs
+from bench.core import configs, selection
 
 #: The build the checks run on (cassert, debug).
 FLAVOUR = "check"
@@ -64,25 +63,20 @@ EXCLUDED: dict[str, str] = {
 }
 
 
-def names() -> list[str]:
-    """The configurations of the catalogue the test harness can run."""
-    return configs.names_except(EXCLUDED)
-
-
-def resolve(wanted: list[str]) -> list[configs.Config]:
-    """The configurations named, in that order; ValueError for an unknown name or one the
-    checks cannot run."""
-    return configs.resolve(wanted, excluded=EXCLUDED)
-
-
-def default_configs(
-    bindir: Path, common: dict[str, str], quick: bool = False
-) -> tuple[list[str], dict[str, str]]:
-    """:data:`DEFAULT_CONFIGS`, plus :data:`WITH_SE2` if the server accepts se2 (probed with
-    ``nvm_se2``'s engine and settings; its prefetch variants fail loudly, in setup, if the
-    server refuses their settings); with ``quick`` the same from :data:`QUICK_CONFIGS` and
-    :data:`QUICK_WITH_SE2`. Also returns what the probe said."""
-    v = configs.verdict(configs.BY_NAME["nvm_se2"], bindir, common)
+def job(quick: bool = False) -> selection.Job:
+    """``./pgnvm test`` (``--quick``) for :mod:`bench.core.selection`: :data:`DEFAULT_CONFIGS`,
+    plus :data:`WITH_SE2` where the check build accepts ``nvm_se2``'s engine and settings
+    (the prefetch variants fail loudly, in setup, if it refuses theirs), or the same from
+    :data:`QUICK_CONFIGS` and :data:`QUICK_WITH_SE2`. A configuration the build or machine
+    cannot run is a failure of the run, not a skip."""
     always, with_se2 = (QUICK_CONFIGS, QUICK_WITH_SE2) if quick else (DEFAULT_CONFIGS, WITH_SE2)
-    names = list(always) + (list(with_se2) if v.runs else [])
-    return names, {"nvm_se2": v.describe()}
+    return selection.Job(
+        "test",
+        always,
+        BASE_SETTINGS,
+        EXCLUDED,
+        flavour=FLAVOUR,
+        gated=with_se2,
+        gate="nvm_se2",
+        refused_fails=True,
+    )

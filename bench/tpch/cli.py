@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from bench.core import configs, results, storage
+from bench.core import configs, results, selection, storage
 from bench.tpch import queries, settings
 
 DESCRIPTION = """\
@@ -201,9 +201,10 @@ def _cmd_tpch(args: argparse.Namespace) -> int:
     storage.use_root_option(None, space_needed(args.sf), what=f"TPC-H SF {args.sf:g}")
     from bench.tpch import runner
 
+    common = settings.Common(args.shared_buffers, args.work_mem, args.parallel_workers)
     try:
-        configs.resolve(args.configs or ())
-    except ValueError as e:
+        chosen = selection.select(settings.job(common), args.configs)
+    except selection.SelectionError as e:
         raise SystemExit(f"pgnvm tpch: {e}") from None
     why = results.unused_out(args.out)
     if why:
@@ -216,7 +217,7 @@ def _cmd_tpch(args: argparse.Namespace) -> int:
             raise SystemExit(f"pgnvm tpch: --profile: {why}")
     opts = runner.Options(
         sf=args.sf,
-        configs=args.configs,
+        selection=chosen,
         queries=args.queries,
         repeat=args.repeat,
         out=args.out,
@@ -237,16 +238,8 @@ def _cmd_tpch(args: argparse.Namespace) -> int:
 
 
 def _list_configs(args: argparse.Namespace) -> int:
-    from bench.core import paths
-
-    common = settings.common_settings(
-        settings.Common(args.shared_buffers, args.work_mem, args.parallel_workers)
-    )
-    bindir = paths.install_dir("release") / "bin"
-    verdicts = None
-    if (bindir / "postgres").is_file():
-        verdicts = configs.availability(bindir, configs.CONFIGS, common)
-    for line in configs.listing(settings.DEFAULT_CONFIGS, verdicts, common):
+    common = settings.Common(args.shared_buffers, args.work_mem, args.parallel_workers)
+    for line in selection.listing(settings.job(common)):
         print(line)
     for line in storage.root_lines():
         print(line)

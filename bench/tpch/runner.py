@@ -52,20 +52,19 @@ import psycopg
 import psycopg.errors
 
 from bench.core import cluster as clu
-from bench.core import configs, counters, paths, procfs, results, topology, ui
+from bench.core import configs, counters, paths, procfs, results, selection, topology, ui
 from bench.core.build import ensure_built
 from bench.core.configs import Config
 from bench.core.server import stop_quietly
 from bench.tpch import compare, data, measure, profile, queries, report, targets
 from bench.tpch.report import statistics as stats
 from bench.tpch.settings import (
-    DEFAULT_CONFIGS,
     DEFAULT_PORT,
     DEFAULT_PREFIX,
     Common,
-    common_settings,
     server_settings,
 )
+from bench.tpch.settings import job as tpch_job
 
 PERTURB_ENV = "PGNVM_TPCH_PERTURB"  # test hook: "config:query[,config:query...]"
 PREFIX_ENV = "PGNVM_TPCH_CLUSTER_PREFIX"  # tests: clusters of their own
@@ -118,7 +117,8 @@ CSV_FIELDS = [
 @dataclass
 class Options:
     sf: float = 1.0
-    configs: list[str] | None = None
+    #: the configurations (bench.core.selection, built by the command line); None: the defaults
+    selection: selection.Selection | None = None
     queries: list[int] = field(default_factory=lambda: list(queries.ALL_QUERIES))
     repeat: int = 3
     out: Path | None = None
@@ -283,20 +283,10 @@ class Runner:
                 raise RuntimeError(f"--no-build: no release build in {prefix}; run ./pgnvm build")
             ui.notice(f"--no-build: using the installed release build in {prefix} as it is")
         bindir = prefix / "bin"
-        wanted = configs.resolve(o.configs or DEFAULT_CONFIGS, catalogue_order=True)
-        avail = configs.availability(bindir, wanted, common_settings(o.common))
-        for c in wanted:
-            v = avail[c.name]
-            if not v.runs:
-                self.unavailable[c.name] = v.why
-                ui.notice(f"configuration {c.name} is not available, skipped: {v.why}")
-                continue
-            self.configs.append(c)
-            if v.available is None:
-                self.unknown[c.name] = v.why
-                ui.notice(f"configuration {c.name}: availability unknown ({v.why}); running it")
-        if not self.configs:
-            raise RuntimeError("no configuration to run")
+        sel = (o.selection or selection.select(tpch_job(o.common))).judge(bindir)
+        self.configs = sel.run
+        self.unavailable = sel.refused
+        self.unknown = sel.unknown
         data_dir, manifest = data.ensure_data(o.sf)
         self.env = results.environment()
         self.env["hardware_counters"] = measure.hardware_unavailable_reason() or "available"

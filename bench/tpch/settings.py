@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench.core import configs
+from bench.core import configs, selection
 
 DEFAULT_PREFIX = "tpch"  # clusters tpch-sf<SF>-<storage>[-nocsum]
 DEFAULT_PORT = 5520  # nvm: port, disk: port + 1 (the test harness uses 5471-5473)
@@ -60,3 +60,9 @@ def server_settings(
 ) -> dict[str, str]:
     """Every setting pgnvm writes for ``cfg`` (besides port/socket/engine)."""
     return configs.server_settings(cfg, common_settings(common), whole_db_sb)
+
+
+def job(common: Common | None = None) -> selection.Job:
+    """``./pgnvm tpch`` for :mod:`bench.core.selection`: every configuration of the
+    catalogue, :data:`DEFAULT_CONFIGS` by default."""
+    return selection.Job("tpch", DEFAULT_CONFIGS, common_settings(common or Common()))
