@@ -40,7 +40,7 @@ def _configs() -> list[str]:
     if not (bindir / "postgres").is_file():
         return WANTED
     common = settings.common_settings(settings.DEFAULT_SHARED_BUFFERS)
-    avail = configs.availability(bindir, configs.resolve(WANTED), common)
+    avail = configs.availability(bindir, [configs.BY_NAME[n] for n in WANTED], common)
     names = [n if avail[n].available is not False else "nvm_base_worker" for n in WANTED]
     return list(dict.fromkeys(names))
 

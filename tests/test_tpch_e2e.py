@@ -49,7 +49,7 @@ def _configs() -> list[str]:
 
 def _availability(bindir: Path, names: list[str]) -> dict[str, configs.Verdict]:
     common = settings.common_settings(settings.Common())
-    return configs.availability(bindir, configs.resolve(names), common)
+    return configs.availability(bindir, [configs.BY_NAME[n] for n in names], common)
 
 
 def _tpch(
