@@ -605,3 +605,32 @@ def test_report_states_checksums(tmp_path: Path) -> None:
         assert f"repetition(s); data checksums {'**off**' if shown == 'off' else 'on'}" in md
         summ = json.loads((out / "summary.json").read_text())
         assert summ["data_checksums"] == shown
+
+
+def _report_md(tmp_path: Path, name: str, other_cpu_s: float, load: float) -> str:
+    """report.md of a fabricated run of 2 configurations x 3 queries x 2 runs whose queries
+    each took 1 s, with ``other_cpu_s`` of other work in each and the load average ``load``."""
+    names, qs = ["nvm_base_worker", "nvm_se1"], [1, 6, 14]
+    recs = []
+    for n in names:
+        for q in qs:
+            for rep in (1, 2):
+                r = dict(_rec(n, q, 1.0), rep=rep, loadavg_1m=load)
+                r["other_work"] = {"window_s": 1.0, "other_cpu_s": other_cpu_s}
+                recs.append(r)
+    out = tmp_path / name
+    out.mkdir()
+    report.Report(out, report.Analysis(_plan(names, qs), {"cpus": 2}, recs, [])).write()
+    return (out / "report.md").read_text()
+
+
+def test_busy_warning_judges_other_work_not_the_load(tmp_path: Path) -> None:
+    """The load average counts this run's own server: a quiet run at load 1.3 on 2 CPUs
+    gets no warning; a run with 0.6 CPUs of other work does. Both show the figures."""
+    quiet = _report_md(tmp_path, "quiet", other_cpu_s=0.05, load=1.3)
+    assert "Warning: the machine was busy" not in quiet
+    assert "| other work (CPUs busy outside this run) | median 0.05, max 0.05 over 12" in quiet
+    assert "this run's own server included) | median 1.30, max 1.30 |" in quiet
+    busy = _report_md(tmp_path, "busy", other_cpu_s=0.6, load=0.2)
+    assert "**Warning: the machine was busy with other work during the runs**" in busy
+    assert "median 0.60, max 0.60 on 2 CPUs" in busy

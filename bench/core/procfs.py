@@ -15,7 +15,7 @@ the functions return ``None`` / empty values then, never raise.
 * ``cmdline`` (:func:`argv`; :func:`cmdline` is the PostgreSQL process title), ``comm``,
   ``cwd``, :func:`children` of a process; :func:`alive`, :func:`is_zombie`.
 * The machine: :func:`meminfo`, :func:`mem_total_bytes`, :func:`loadavg`,
-  :func:`cpu_model`, :func:`sysctl`.
+  :func:`cpu_busy_seconds` (``/proc/stat``), :func:`cpu_model`, :func:`sysctl`.
 """
 
 from __future__ import annotations
@@ -292,6 +292,21 @@ def loadavg(root: Path = PROC) -> float | None:
         return float((root / "loadavg").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def cpu_busy_seconds(root: Path = PROC) -> float | None:
+    """CPU seconds the whole machine has spent busy since boot, summed over its CPUs: the
+    ``cpu`` line of ``/proc/stat`` (user, nice, system, irq, softirq; idle, iowait and the
+    hypervisor's steal are not busy, guest time is already in user). None if unreadable."""
+    try:
+        for line in (root / "stat").read_text().splitlines():
+            if line.startswith("cpu "):
+                f = [int(x) for x in line.split()[1:8]]
+                user, nice, system, _idle, _iowait, irq, softirq = f
+                return (user + nice + system + irq + softirq) / CLK_TCK
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def cpu_model(root: Path = PROC) -> str:

@@ -52,7 +52,7 @@ import psycopg
 import psycopg.errors
 
 from bench.core import cluster as clu
-from bench.core import configs, counters, paths, procfs, results, selection, topology, ui
+from bench.core import configs, counters, otherwork, paths, procfs, results, selection, topology, ui
 from bench.core.build import ensure_built
 from bench.core.configs import Config
 from bench.core.server import stop_quietly
@@ -109,6 +109,7 @@ CSV_FIELDS = [
     "prewarm_s",
     "os_cache",
     "loadavg_1m",
+    "other_cpu_s",
     "error",
     *measure.counter_names(),
 ]
@@ -215,6 +216,7 @@ def csv_row(rec: dict[str, Any]) -> dict[str, Any]:
             "error",
         )
     }
+    row["other_cpu_s"] = (rec.get("other_work") or {}).get("other_cpu_s")
     row.update(
         {
             "backend_utime_s": b.get("utime_s"),
@@ -418,6 +420,8 @@ class Runner:
             nvm0 = _pgnvm_stats(conn, tg) if cfg.engine == "se2" else None
             conn.execute("select pg_stat_force_next_flush()")
             io0 = measure.stat_io_snapshot(conn)
+            m0 = otherwork.sample(exclude={pm} if pm else ())
+            b0 = procfs.sample(pid)
             s0 = procfs.thread_samples(pid)
             c0 = measure.cluster_sample(pm, {pid}, btypes) if pm else None
             perf = measure.PerfCounters(pid) if o.perf else None
@@ -447,6 +451,8 @@ class Runner:
                 rec["profile"] = why if why else profile.top_symbols(sampler.out)
             s1 = procfs.thread_samples(pid)
             c1 = measure.cluster_sample(pm, {pid}, btypes) if pm else None
+            b1 = procfs.sample(pid)
+            m1 = otherwork.sample(exclude={pm} if pm else ())
             rec["wall_s"] = round(wall, 6)
             if s0 and s1:
                 b, helpers = measure.backend_delta(pid, s0, s1)
@@ -458,6 +464,9 @@ class Runner:
             if c0 and c1:
                 rec["others"] = measure.cluster_delta(c0, c1)
                 rec["others_cpu_s"] = round(measure.others_cpu_total(rec["others"]), 3)
+                if m0 and m1 and b0 and b1:  # CPU used outside this run: other work
+                    server = b1.utime + b1.stime - b0.utime - b0.stime + rec["others_cpu_s"]
+                    rec["other_work"] = otherwork.delta(m0, m1, server)
             if cur is not None and rec["status"] == "ok":
                 rows = [tuple(r) for r in cur.fetchall()]
             if not (conn.broken or conn.closed):

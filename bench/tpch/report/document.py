@@ -8,7 +8,7 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-from bench.core import rootkind
+from bench.core import otherwork, rootkind
 from bench.core.blocks import Block, fmt, num, pct, ratio
 from bench.tpch import measure
 from bench.tpch import settings as cfgs
@@ -434,23 +434,53 @@ class Document:
             for k in keys
             if k in e
         ]
+        rows += [[k, v] for k, v in self.machine_rows()]
         return [("table", ["", ""], rows)]
 
-    def load_blocks(self) -> list[Block]:
-        loads = [r["loadavg_1m"] for r in self.a.records if r.get("loadavg_1m") is not None]
-        if not loads:
-            return []
-        med, mx = statistics.median(loads), max(loads)
-        text = (
-            f"Machine load (1-minute load average before each run): median {med:.2f}, "
-            f"max {mx:.2f}, on {self.a.env.get('cpus', '?')} CPUs."
-        )
-        if med > 1.0:
-            text = (
-                "**Warning: the machine was busy with other work during the runs**; "
-                "timings are disturbed. " + text
+    def other_work(self) -> dict[str, float] | None:
+        """Other work on the machine during the measured queries (CPUs busy outside this
+        run's server and tool, per block of >= 1 s: bench.core.otherwork)."""
+        return otherwork.summary(r["other_work"] for r in self.a.records if r.get("other_work"))
+
+    def machine_rows(self) -> list[tuple[str, str]]:
+        """The environment's rows on other work and the load average."""
+        out = []
+        ow = self.other_work()
+        if ow is not None:
+            out.append(
+                (
+                    "other work (CPUs busy outside this run)",
+                    f"median {ow['median']:.2f}, max {ow['max']:.2f} over {ow['blocks']} "
+                    f"blocks of >= {otherwork.BLOCK_S:g} s of measured queries (warning above "
+                    f"{otherwork.MEDIAN_LIMIT:g} median or {otherwork.MAX_LIMIT:g} max)",
+                )
             )
-        return [("p", text)]
+        loads = [r["loadavg_1m"] for r in self.a.records if r.get("loadavg_1m") is not None]
+        if loads:
+            out.append(
+                (
+                    "load average (1 min, before each run; this run's own server included)",
+                    f"median {statistics.median(loads):.2f}, max {max(loads):.2f}",
+                )
+            )
+        return out
+
+    def load_blocks(self) -> list[Block]:
+        """The warning at the top when other work (net of this run's server and tool) was
+        material; the figures are in the environment section."""
+        ow = self.other_work()
+        if not otherwork.busy(ow):
+            return []
+        assert ow is not None
+        return [
+            (
+                "p",
+                "**Warning: the machine was busy with other work during the runs**; "
+                f"timings are disturbed. CPUs busy outside this run's server and tool: "
+                f"median {ow['median']:.2f}, max {ow['max']:.2f} on "
+                f"{self.a.env.get('cpus', '?')} CPUs.",
+            )
+        ]
 
     def checksums_text(self) -> str:
         """The data checksums setting as the protocol states it."""
