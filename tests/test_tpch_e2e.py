@@ -120,9 +120,14 @@ def test_tpch_end_to_end(tmp_path: Path, test_clusters: None) -> None:
         "mismatches.json",
     ):
         assert (out / name).is_file(), name
+    said = r.stdout + r.stderr
+    assert "66 runs (3 configurations x 22 queries x 1), estimated " in said
+    assert "wall time " in said and "(66 of 66 runs, set-up included)" in said
     runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
     assert len(runs) == 22 * 3
     assert {r["status"] for r in runs} == {"ok"}
+    # other work on the machine, net of the run's own processes, around every query
+    assert all(set(r["other_work"]) >= {"window_s", "other_cpu_s"} for r in runs)
     assert {r["config"] for r in runs} == set(cfgs)
     for rec in runs:
         assert rec["wall_s"] > 0

@@ -634,3 +634,18 @@ def test_busy_warning_judges_other_work_not_the_load(tmp_path: Path) -> None:
     busy = _report_md(tmp_path, "busy", other_cpu_s=0.6, load=0.2)
     assert "**Warning: the machine was busy with other work during the runs**" in busy
     assert "median 0.60, max 0.60 on 2 CPUs" in busy
+
+
+def test_default_run_fits_its_budget() -> None:
+    """The estimate reproduces the default run of issue 21 (594 runs: 19m55s with data
+    generation and loads), and the default configurations a machine without SMT runs (all
+    but M2/M3) stay within 20 minutes at SF 1: a default added later must fit too."""
+    from bench.tpch import settings as tpch_settings
+
+    est = tpch_settings.estimate_seconds(594, 1.0) + tpch_settings.SETUP_S_PER_SF
+    assert abs(est - (19 * 60 + 55)) < 30
+    no_smt = [n for n in tpch_settings.DEFAULT_CONFIGS if n not in ("nvm_se2_m2", "nvm_se2_m3")]
+    runs = len(no_smt) * 22 * 3
+    assert tpch_settings.estimate_seconds(runs, 1.0) + tpch_settings.SETUP_S_PER_SF <= (
+        tpch_settings.BUDGET_S
+    )

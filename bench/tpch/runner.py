@@ -59,9 +59,12 @@ from bench.core.server import stop_quietly
 from bench.tpch import compare, data, measure, profile, queries, report, targets
 from bench.tpch.report import statistics as stats
 from bench.tpch.settings import (
+    BUDGET_S,
     DEFAULT_PORT,
     DEFAULT_PREFIX,
+    SETUP_S_PER_SF,
     Common,
+    estimate_seconds,
     server_settings,
 )
 from bench.tpch.settings import job as tpch_job
@@ -272,6 +275,7 @@ class Runner:
         self.writer: Writer | None = None
         self.durations: dict[tuple[str, int], list[float]] = {}
         self.started = dt.datetime.now()
+        self.t_started = time.monotonic()
 
     # ---- set-up
 
@@ -289,6 +293,19 @@ class Runner:
         self.configs = sel.run
         self.unavailable = sel.refused
         self.unknown = sel.unknown
+        runs = len(self.schedule())
+        est = estimate_seconds(runs, o.sf)
+        ui.info(
+            f"{runs} runs ({len(self.configs)} configurations x {len(o.queries)} queries x "
+            f"{o.repeat}), estimated {ui.fmt_seconds(est)} (+ about "
+            f"{ui.fmt_seconds(SETUP_S_PER_SF * o.sf)} of data generation and loading where "
+            "not done before)"
+        )
+        if est > BUDGET_S:
+            ui.notice(
+                f"that is more than the {ui.fmt_seconds(BUDGET_S)} the default run is meant "
+                "to take: choose fewer configurations with --configs"
+            )
         data_dir, manifest = data.ensure_data(o.sf)
         self.env = results.environment()
         self.env["hardware_counters"] = measure.hardware_unavailable_reason() or "available"
@@ -563,7 +580,7 @@ class Runner:
 
     def eta(self, remaining: list[tuple[Config, int, int]]) -> float | None:
         if not self.durations:
-            return None
+            return estimate_seconds(len(remaining), self.opts.sf)
         all_d = [d for ds in self.durations.values() for d in ds]
         glob = sum(all_d) / len(all_d)
         per_q: dict[int, list[float]] = {}
@@ -602,6 +619,10 @@ class Runner:
         finally:
             stop_quietly(t.server for t in self.targets.values())
             self.finish(interrupted)
+            ui.info(
+                f"wall time {ui.fmt_seconds(time.monotonic() - self.t_started)} "
+                f"({len(self.records)} of {len(sched)} runs, set-up included)"
+            )
         if self.mismatches:
             ui.error(
                 f"{len(self.mismatches)} wrong answer(s): "

@@ -27,6 +27,23 @@ DISK = configs.DISK
 DEFAULT_CONFIGS: tuple[str, ...] = tuple(c.name for c in configs.CONFIGS if not c.writes_wal_pmem)
 
 
+#: What a run (restart, one query, bookkeeping) takes at SF 1 on the 2-vCPU VM of issue 21,
+#: and data generation + the two loads on first use: ``./pgnvm tpch`` with its defaults (9
+#: configurations there x 22 queries x 3 = 594 runs) took 19m55s. For the estimate printed
+#: at the start; once runs have finished the ETA comes from their own durations.
+RUN_OVERHEAD_S = 0.45
+QUERY_S_PER_SF = 1.3
+SETUP_S_PER_SF = 155.0
+#: what ``./pgnvm tpch`` with no options may take here (issue 21): a longer estimate says so
+BUDGET_S = 20 * 60
+
+
+def estimate_seconds(runs: int, sf: float) -> float:
+    """Seconds ``runs`` runs take at scale factor ``sf`` (without data generation and loads,
+    :data:`SETUP_S_PER_SF` per unit of SF on first use)."""
+    return runs * (RUN_OVERHEAD_S + QUERY_S_PER_SF * sf)
+
+
 @dataclass(frozen=True)
 class Common:
     """Settings every configuration shares (from the command line)."""
