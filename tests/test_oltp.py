@@ -317,6 +317,7 @@ def _plan_doc(cfgs: list[str]) -> dict[str, Any]:
         "memory_clients": 8,
         "configs": [{"name": c} for c in cfgs],
         "unavailable": {"nvm_se2_m2": "no SMT"},
+        "availability_unknown": {"nvm_se2_m1": "nvmpf-topology not installed"},
         "durable_settings": settings.DURABLE,
         "random_seed": workloads.RANDOM_SEED,
     }
@@ -342,6 +343,8 @@ def test_report_from_synthetic_result(tmp_path: Path) -> None:
     assert "random_zipfian" in md and "1.001" in md
     assert "fsync=on" in md
     assert "1 point(s) failed" in md
+    assert "Not available: nvm_se2_m2: no SMT" in md
+    assert "Availability unknown (run): nvm_se2_m1: nvmpf-topology not installed" in md
     # nvm_se2 at 8 clients: median of 8801 and 8802; x disk_base = 4.40, x base = 1.10
     assert "| nvm_se2 | 1102 [1101–1102] (1 s: 991–1212) | 8802 [8801–8802]" in md
     assert "4.40× / 1.10×" in md
