@@ -74,6 +74,7 @@ static PlState st;
 static bool active;
 static unsigned break_mask;
 static const char *break_path;
+static bool trace;
 
 /* inside the library: wrappers pass straight through */
 static __thread int inlib;
@@ -223,26 +224,34 @@ pl_init(void)
 			}
 		}
 		free(copy);
+		/*
+		 * A copy: the environment's memory is not ours to keep pointing
+		 * into (PostgreSQL's postmaster overwrites it for its process
+		 * title).
+		 */
 		break_path = getenv("POWERLOSS_BREAK_PATH");
-		if (break_path != NULL && break_path[0] == '\0')
-			break_path = NULL;
+		break_path = break_path && break_path[0] ? strdup(break_path) : NULL;
 	}
+	trace = getenv("POWERLOSS_TRACE") != NULL && getenv("POWERLOSS_TRACE")[0] != '\0';
 	active = true;
 	inlib--;
 }
 
-/* Should this persist be dropped (POWERLOSS_BREAK)?  Counts it either way. */
+/*
+ * Should this persist be dropped (POWERLOSS_BREAK)?  Counts it either way;
+ * POWERLOSS_TRACE=1 logs it to stderr (pid, kind, file).
+ */
 static bool
 dropped(PlKind kind, int slot)
 {
-	if ((break_mask & (1u << kind)) &&
-		(break_path == NULL || strstr(st.slots[slot].path, break_path) != NULL))
-	{
-		atomic_fetch_add(&st.hdr->dropped[kind], 1);
-		return true;
-	}
-	atomic_fetch_add(&st.hdr->persists[kind], 1);
-	return false;
+	bool		drop = (break_mask & (1u << kind)) &&
+		(break_path == NULL || strstr(st.slots[slot].path, break_path) != NULL);
+
+	atomic_fetch_add(drop ? &st.hdr->dropped[kind] : &st.hdr->persists[kind], 1);
+	if (trace)
+		fprintf(stderr, "powerloss: %d %s%s %s\n", (int) getpid(),
+				drop ? "DROPPED " : "", kind_names[kind], st.slots[slot].path);
+	return drop;
 }
 
 /*
