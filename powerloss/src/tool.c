@@ -17,8 +17,9 @@
  *		  DATADIR (the live files) and their durable bytes, each survives
  *		  with probability P (0.5), chosen by a hash of (SEED, file, line):
  *		  the same seed keeps the same lines.
- *	  powerloss stats SHADOW
- *		  counters: persists kept and dropped per kind, bytes copied.
+ *	  powerloss stats SHADOW [--files]
+ *		  counters: persists kept and dropped per kind, bytes copied; with
+ *		  --files, each slot: kind, durable size, flags, last name.
  *
  * Prints one line per materialize ("materialized: ...") for the harness.
  *
@@ -51,7 +52,7 @@ usage(void)
 	fprintf(stderr,
 			"usage: powerloss init SHADOW DATADIR\n"
 			"       powerloss materialize SHADOW OUT [--dirs strict|newfile] [--harsh SEED [--harsh-p P] --real DATADIR]\n"
-			"       powerloss stats SHADOW\n");
+			"       powerloss stats SHADOW [--files]\n");
 	exit(2);
 }
 
@@ -451,7 +452,7 @@ cmd_materialize(int argc, char **argv)
 }
 
 static int
-cmd_stats(const char *shadow)
+cmd_stats(const char *shadow, bool files)
 {
 	PlState		st;
 	static const char *kinds[PL_NKINDS] = {"fsync", "msync", "hook", "dirfsync"};
@@ -468,6 +469,19 @@ cmd_stats(const char *shadow)
 		printf("%s persisted %llu dropped %llu\n", kinds[k],
 			   (unsigned long long) atomic_load(&st.hdr->persists[k]),
 			   (unsigned long long) atomic_load(&st.hdr->dropped[k]));
+	for (uint32_t i = 0; files && i < atomic_load(&st.hdr->nslots); i++)
+	{
+		PlSlot	   *s = &st.slots[i];
+		uint32_t	f = atomic_load(&s->flags);
+
+		printf("slot %u %s size %llu%s%s%s%s %s\n", i,
+			   s->kind == PL_KIND_DIR ? "dir" : "file",
+			   (unsigned long long) atomic_load(&s->durable_size),
+			   f & PL_F_MAPPED ? " mapped" : "",
+			   f & PL_F_UNTRACKED ? " untracked" : "",
+			   f & PL_F_PERSISTED ? " persisted" : "",
+			   f & PL_F_NAMED ? " named" : "", s->path);
+	}
 	return 0;
 }
 
@@ -479,7 +493,9 @@ main(int argc, char **argv)
 	if (argc >= 4 && strcmp(argv[1], "materialize") == 0)
 		return cmd_materialize(argc - 2, argv + 2);
 	if (argc == 3 && strcmp(argv[1], "stats") == 0)
-		return cmd_stats(argv[2]);
+		return cmd_stats(argv[2], false);
+	if (argc == 4 && strcmp(argv[1], "stats") == 0 && strcmp(argv[3], "--files") == 0)
+		return cmd_stats(argv[2], true);
 	usage();
 	return 2;
 }

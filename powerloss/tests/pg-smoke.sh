@@ -4,7 +4,7 @@
 #   pg-smoke.sh BINDIR WORKDIR [SECONDS [SCALE [CLIENTS [MATERIALIZE-OPTS...]]]]
 #
 # initdb (outside the preload: the stopped cluster is the baseline),
-# powerloss init, start with LD_PRELOAD, pgbench -i + SECONDS of pgbench,
+# powerloss init, start with LD_PRELOAD, pgbench -i, CHECKPOINT, SECONDS of pgbench,
 # freeze the server's process group (SIGSTOP: every process at once), build
 # the directory the cut leaves (powerloss materialize), SIGKILL the server,
 # start a second server (no preload) on the materialized directory and check:
@@ -61,6 +61,9 @@ run LD_PRELOAD="$LIB" POWERLOSS_SHADOW="$W/shadow" POWERLOSS_BREAK="${POWERLOSS_
 PGHOST=$W
 export PGHOST
 run "$BIN/pgbench" -h "$W" -p $PORT -U postgres -i -s "$SCALE" postgres >"$W/init.log" 2>&1 || { echo "smoke: pgbench -i failed"; exit 1; }
+# a checkpoint inside the window: recovery then starts after it, so the data
+# files' persists (the checkpoint's fsyncs, or nvm_data_persist's) matter
+run "$BIN/psql" -h "$W" -p $PORT -U postgres -XAtq -d postgres -c CHECKPOINT || exit 1
 run "$BIN/pgbench" -h "$W" -p $PORT -U postgres -c "$CLIENTS" -T "$SECS" postgres >"$W/pgbench.log" 2>&1 &
 BENCH=$!
 # a random moment in the last second of the run (pgbench still committing)
