@@ -8,6 +8,11 @@
  *	  pltest SCENARIO verify DIR   DIR is what materialize made: exit 0 iff
  *	                               it holds exactly what was made durable
  *	  pltest list                  the scenario names
+ *	  pltest bench DIR             the cost of a persist: 8 kB appended to a
+ *	                               16 MB file then fdatasync() (WAL on file),
+ *	                               and 8 kB stored then msync() (WAL on pmem),
+ *	                               20,000 each; run with and without the
+ *	                               preload to see what it adds
  *
  * "run" works from inside DIR with relative names, as PostgreSQL does in its
  * data directory.  run-tests.sh drives the phases (powerloss init between
@@ -30,6 +35,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static int	failures;
@@ -596,10 +602,62 @@ static const Scenario scenarios[] = {
 	{"newdir", newdir},
 };
 
+static double
+now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+/* pltest bench DIR: microseconds per write+persist, two ways */
+static int
+bench(const char *dir)
+{
+	const size_t seg = 16 << 20;
+	const int	n = 20000;
+	char		blk[8192];
+	int			fd;
+	char	   *p;
+	double		t0;
+
+	if (chdir(dir) != 0)
+		xfail(dir);
+	put_fill("seg", 0, seg);
+	memset(blk, 'w', sizeof(blk));
+	fd = xopen("seg", O_RDWR);
+	t0 = now_us();
+	for (int i = 0; i < n; i++)
+		if (pwrite(fd, blk, sizeof(blk), (off_t) ((i * sizeof(blk)) % seg)) != sizeof(blk) ||
+			fdatasync(fd) != 0)
+			xfail("pwrite/fdatasync");
+	printf("pwrite 8 kB + fdatasync: %.2f us\n", (now_us() - t0) / n);
+	p = mmap(NULL, seg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		xfail("mmap");
+	t0 = now_us();
+	for (int i = 0; i < n; i++)
+	{
+		char	   *at = p + (i * sizeof(blk)) % seg;
+
+		memcpy(at, blk, sizeof(blk));
+		if (msync(at, sizeof(blk), MS_SYNC) != 0)
+			xfail("msync");
+	}
+	printf("store 8 kB + msync: %.2f us\n", (now_us() - t0) / n);
+	munmap(p, seg);
+	close(fd);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
 	static const char *phases[] = {"setup", "run", "verify"};
+
+	if (argc == 3 && strcmp(argv[1], "bench") == 0)
+		return bench(argv[2]);
 
 	if (argc == 2 && strcmp(argv[1], "list") == 0)
 	{
