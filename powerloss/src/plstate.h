@@ -111,6 +111,10 @@ typedef struct PlHeader
 	_Atomic uint64_t bytes_copied;
 	_Atomic uint64_t compares;	/* whole-file compares */
 	_Atomic uint32_t overflow;	/* a slot or journal record did not fit */
+	_Atomic uint64_t events;	/* persists seen so far, all kinds, all
+								 * processes (POWERLOSS_CUT_AT counts these) */
+	_Atomic uint32_t cut_pid;	/* who stopped its process group at
+								 * POWERLOSS_CUT_AT, 0 before */
 	int32_t		hash[PL_HASH_SIZE];	/* slot + 1, 0 = empty */
 } PlHeader;
 

@@ -24,6 +24,9 @@
  * sync_file_range() starts write-back and promises nothing, so it is not a
  * persist here either.
  *
+ * POWERLOSS_CUT_AT=N stops the server's process group at its N-th persist
+ * (see dropped()).  POWERLOSS_TRACE=1 logs every persist to stderr.
+ *
  * POWERLOSS_BREAK=kind[,kind...] (fsync, msync, hook, dirfsync, all) makes
  * the library drop those persists (the call itself still happens), limited
  * to files whose root-relative path contains POWERLOSS_BREAK_PATH when set:
@@ -40,6 +43,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +79,7 @@ static bool active;
 static unsigned break_mask;
 static const char *break_path;
 static bool trace;
+static uint64_t cut_at;
 
 /* inside the library: wrappers pass straight through */
 static __thread int inlib;
@@ -232,6 +237,8 @@ pl_init(void)
 		break_path = getenv("POWERLOSS_BREAK_PATH");
 		break_path = break_path && break_path[0] ? strdup(break_path) : NULL;
 	}
+	if (getenv("POWERLOSS_CUT_AT") != NULL)
+		cut_at = strtoull(getenv("POWERLOSS_CUT_AT"), NULL, 10);
 	trace = getenv("POWERLOSS_TRACE") != NULL && getenv("POWERLOSS_TRACE")[0] != '\0';
 	active = true;
 	inlib--;
@@ -244,9 +251,26 @@ pl_init(void)
 static bool
 dropped(PlKind kind, int slot)
 {
+	uint64_t	ev = atomic_fetch_add(&st.hdr->events, 1) + 1;
 	bool		drop = (break_mask & (1u << kind)) &&
 		(break_path == NULL || strstr(st.slots[slot].path, break_path) != NULL);
 
+	/*
+	 * POWERLOSS_CUT_AT=N: the N-th persist (of any process) is not made; its
+	 * process stops its whole process group instead (kill(0): atomic with
+	 * respect to fork), and the harness, waiting for cut_pid ("powerloss
+	 * cut-wait"), takes the cut there.  A cut at a chosen persist: inside a
+	 * checkpoint's fsyncs, between a segment's fsync and its rename, ...
+	 */
+	if (cut_at != 0 && ev == cut_at)
+	{
+		if (trace)
+			fprintf(stderr, "powerloss: %d cut before persist %llu: %s %s\n",
+					(int) getpid(), (unsigned long long) ev, kind_names[kind],
+					st.slots[slot].path);
+		atomic_store(&st.hdr->cut_pid, (uint32_t) getpid());
+		kill(0, SIGSTOP);
+	}
 	atomic_fetch_add(drop ? &st.hdr->dropped[kind] : &st.hdr->persists[kind], 1);
 	if (trace)
 		fprintf(stderr, "powerloss: %d %s%s %s\n", (int) getpid(),

@@ -17,6 +17,9 @@
  *		  DATADIR (the live files) and their durable bytes, each survives
  *		  with probability P (0.5), chosen by a hash of (SEED, file, line):
  *		  the same seed keeps the same lines.
+ *	  powerloss cut-wait SHADOW SECONDS
+ *		  wait for the process group stopped at POWERLOSS_CUT_AT=N (the
+ *		  N-th persist); print the pid that stopped it.
  *	  powerloss stats SHADOW [--files]
  *		  counters: persists kept and dropped per kind, bytes copied; with
  *		  --files, each slot: kind, durable size, flags, last name.
@@ -52,7 +55,8 @@ usage(void)
 	fprintf(stderr,
 			"usage: powerloss init SHADOW DATADIR\n"
 			"       powerloss materialize SHADOW OUT [--dirs strict|newfile] [--harsh SEED [--harsh-p P] --real DATADIR]\n"
-			"       powerloss stats SHADOW [--files]\n");
+			"       powerloss stats SHADOW [--files]\n"
+			"       powerloss cut-wait SHADOW SECONDS\n");
 	exit(2);
 }
 
@@ -459,8 +463,10 @@ cmd_stats(const char *shadow, bool files)
 
 	if (pl_state_attach(&st, shadow, true) != 0)
 		die("cannot attach shadow", shadow);
-	printf("root %s\nslots %u\njournal_bytes %llu\nbytes_copied %llu\nwhole_file_compares %llu\noverflow %u\n",
+	printf("root %s\nslots %u\nevents %llu\ncut_pid %u\njournal_bytes %llu\nbytes_copied %llu\nwhole_file_compares %llu\noverflow %u\n",
 		   st.hdr->root, atomic_load(&st.hdr->nslots),
+		   (unsigned long long) atomic_load(&st.hdr->events),
+		   atomic_load(&st.hdr->cut_pid),
 		   (unsigned long long) atomic_load(&st.hdr->journal_used),
 		   (unsigned long long) atomic_load(&st.hdr->bytes_copied),
 		   (unsigned long long) atomic_load(&st.hdr->compares),
@@ -485,6 +491,50 @@ cmd_stats(const char *shadow, bool files)
 	return 0;
 }
 
+/*
+ * cut-wait SHADOW SECONDS: wait until a process stopped its group at
+ * POWERLOSS_CUT_AT; print its pid.  Exit 1 after SECONDS without.
+ */
+static int
+cmd_cut_wait(const char *shadow, const char *secs)
+{
+	PlState		st;
+	long		ms = (long) (strtod(secs, NULL) * 1000);
+
+	if (pl_state_attach(&st, shadow, true) != 0)
+		die("cannot attach shadow", shadow);
+	for (long t = 0; t <= ms; t += 10)
+	{
+		uint32_t	pid = atomic_load(&st.hdr->cut_pid);
+
+		if (pid != 0)
+		{
+			char		path[64];
+			char		buf[512];
+			FILE	   *f;
+			char	   *p;
+
+			/* and wait until it has stopped */
+			snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+			f = fopen(path, "r");
+			if (f != NULL && fgets(buf, sizeof(buf), f) != NULL &&
+				(p = strrchr(buf, ')')) != NULL && p[2] != 'T' && t < ms)
+			{
+				fclose(f);
+				usleep(10000);
+				continue;
+			}
+			if (f != NULL)
+				fclose(f);
+			printf("%u\n", pid);
+			return 0;
+		}
+		usleep(10000);
+	}
+	fprintf(stderr, "powerloss: no cut within %s s\n", secs);
+	return 1;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -494,6 +544,8 @@ main(int argc, char **argv)
 		return cmd_materialize(argc - 2, argv + 2);
 	if (argc == 3 && strcmp(argv[1], "stats") == 0)
 		return cmd_stats(argv[2], false);
+	if (argc == 4 && strcmp(argv[1], "cut-wait") == 0)
+		return cmd_cut_wait(argv[2], argv[3]);
 	if (argc == 4 && strcmp(argv[1], "stats") == 0 && strcmp(argv[3], "--files") == 0)
 		return cmd_stats(argv[2], true);
 	usage();

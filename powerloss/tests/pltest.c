@@ -577,6 +577,38 @@ newdir(int phase)
 		expect_content("d/f", "in d");
 }
 
+/*
+ * A cut at a chosen persist (POWERLOSS_CUT_AT=4, set by run-tests.sh): the
+ * directory fsync is persist 1, a, b, c are 2, 3, 4; the process stops its
+ * group before persisting c.
+ */
+static void
+cutat(int phase)
+{
+	if (phase == 1)
+	{
+		const char *names[] = {"a", "b", "c"};
+		int			fds[3];
+
+		for (int i = 0; i < 3; i++)
+		{
+			fds[i] = xopen(names[i], O_RDWR | O_CREAT);
+			xwrite(fds[i], names[i]);
+		}
+		xfsync_path(".");
+		for (int i = 0; i < 3; i++)
+			if (fsync(fds[i]) != 0)
+				xfail("fsync");
+		/* not reached with the cut: the harness kills us */
+	}
+	else if (phase == 2)
+	{
+		expect_content("a", "a");
+		expect_content("b", "b");
+		expect_content("c", "");
+	}
+}
+
 typedef struct Scenario
 {
 	const char *name;
@@ -600,6 +632,7 @@ static const Scenario scenarios[] = {
 	{"unlink_dirs", unlink_dirs},
 	{"reuse", reuse},
 	{"newdir", newdir},
+	{"cutat", cutat},
 };
 
 static double

@@ -40,6 +40,22 @@ scenario() {
 	mkdir -p "$d/root"
 	"$pltest" "$1" setup "$d/root" >"$d/log" 2>&1 || return 3
 	"$tool" init "$d/shadow" "$d/root" >>"$d/log" 2>&1 || return 3
+	if [ "$1" = cutat ]; then
+		# its own process group (setsid), stopped by the library at the 4th
+		# persist; materialized while stopped, then killed
+		env LD_PRELOAD="$lib" POWERLOSS_SHADOW="$d/shadow" POWERLOSS_BREAK="$2" \
+			POWERLOSS_CUT_AT=4 setsid "$pltest" "$1" run "$d/root" >>"$d/log" 2>&1 &
+		pid=$!
+		if ! "$tool" cut-wait "$d/shadow" 10 >>"$d/log" 2>&1; then
+			kill -KILL $pid 2>/dev/null
+			return 3
+		fi
+		"$tool" materialize "$d/shadow" "$d/out" >>"$d/log" 2>&1
+		kill -KILL $pid
+		wait $pid 2>/dev/null
+		"$pltest" "$1" verify "$d/out" >>"$d/log" 2>&1
+		return
+	fi
 	env LD_PRELOAD="$lib" POWERLOSS_SHADOW="$d/shadow" POWERLOSS_BREAK="$2" \
 		"$pltest" "$1" run "$d/root" >>"$d/log" 2>&1 || return 3
 	# shellcheck disable=SC2046
@@ -103,6 +119,7 @@ truncate_fsync fsync
 osync fsync dirfsync
 unlink_dirs dirfsync
 newdir fsync dirfsync
+cutat fsync dirfsync
 TABLE
 
 echo "$passed passed, $failed failed"
