@@ -253,3 +253,30 @@ def test_prove_summary_parsing() -> None:
     assert pgsuites._PROVE_FILES_RE.search(out).groups() == ("50", "477")
     assert pgsuites._PROVE_FAILED_RE.findall(out) == ["t/040_standby_failover_slots_sync.pl"]
     assert len(pgsuites._PROVE_SKIPPED_RE.findall(out)) == 1
+
+
+def test_tap_recovery_runs_once_per_distinct_recovery_path() -> None:
+    """The recovery suite, the most expensive check, runs where recovery differs: stock,
+    each engine, prefetch helpers on hot standbys, and the PMem write path (WAL and data
+    through libpmem2) with se2; variants that change nothing recovery does are skipped with
+    the configuration that covers them named."""
+    from bench.core import configs
+    from bench.testsuite.checks.pgsuites import tap_recovery_skip
+
+    runs = {
+        name
+        for name in (
+            "nvm_base_worker",
+            "nvm_base_walpmem",
+            "nvm_se1",
+            "nvm_se1_pmem",
+            "nvm_se2",
+            "nvm_se2_inline",
+            "nvm_se2_m1",
+            "nvm_se2_pmem",
+        )
+        if tap_recovery_skip(configs.BY_NAME[name]) is None
+    }
+    assert runs == {"nvm_base_worker", "nvm_se1", "nvm_se2", "nvm_se2_m1", "nvm_se2_pmem"}
+    why = tap_recovery_skip(configs.BY_NAME["nvm_base_walpmem"])
+    assert why is not None and "nvm_data_persist = pmem" in why

@@ -164,6 +164,15 @@ class EngineEnv:
         self.artifacts = run.results_dir / config.name
 
     @property
+    def scratch_dir(self) -> Path:
+        """A directory on the configuration's own storage, next to its cluster's data
+        directory (``<storage root>/.../<cluster>/scratch``), for checks that make clusters
+        of their own (tap_recovery): they then live where the configuration's data lives
+        (the nvm root: the emulated persistent memory), not on PGNVM_HOME's disk. Removed
+        at teardown unless ``--keep``."""
+        return self.server.cluster.datadir.parent / "scratch"
+
+    @property
     def records_reference(self) -> bool:
         return self.config.is_reference
 
@@ -216,6 +225,8 @@ class EngineEnv:
         with contextlib.suppress(Exception):
             self.server.stop("immediate")
         if not self.run.keep:
+            # before destroy(): it removes the cluster's parent directory only when empty
+            shutil.rmtree(self.scratch_dir, ignore_errors=True)
             with contextlib.suppress(Exception):
                 self.server.cluster.destroy()
             shutil.rmtree(self.workdir, ignore_errors=True)
