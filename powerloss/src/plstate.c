@@ -27,6 +27,7 @@
 #include "plstate.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -767,4 +768,85 @@ pl_persist_all(PlState *st)
 			close(fd);
 		}
 	}
+}
+
+/*
+ * Does process `pid` map this shadow's state file?  (The pid ring may hold
+ * pids that exited and were reused by another program.)
+ */
+static bool
+maps_shadow(PlState *st, uint32_t pid)
+{
+	char		path[64];
+	char		state[PATH_MAX];
+	char		want[PATH_MAX];
+	char		line[PATH_MAX + 256];
+	FILE	   *f;
+	bool		found = false;
+
+	snprintf(want, sizeof(want), "%s/state", st->shadow);
+	if (realpath(want, state) == NULL)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return false;
+	while (!found && fgets(line, sizeof(line), f) != NULL)
+	{
+		char	   *nl = strchr(line, '\n');
+		size_t		n = strlen(state);
+		size_t		len;
+
+		if (nl)
+			*nl = '\0';
+		len = strlen(line);
+		found = len >= n && strcmp(line + len - n, state) == 0;
+	}
+	fclose(f);
+	return found;
+}
+
+/*
+ * pl_signal_all -- send sig to every live process that ran under this
+ * shadow (the preload remembers each process it starts in and each child
+ * forked; PostgreSQL's children call setsid(), so no process group holds
+ * them all).  Returns how many were signalled.
+ */
+int
+pl_signal_all(PlState *st, int sig)
+{
+	uint32_t	n = atomic_load(&st->hdr->npids);
+	int			count = 0;
+
+	if (n > PL_MAX_PIDS)
+		n = PL_MAX_PIDS;
+	for (uint32_t i = 0; i < n; i++)
+	{
+		uint32_t	pid = atomic_load(&st->hdr->pids[i]);
+
+		if (pid != 0 && pid != (uint32_t) getpid() && maps_shadow(st, pid) &&
+			kill((pid_t) pid, sig) == 0)
+			count++;
+	}
+	return count;
+}
+
+/*
+ * pl_freeze -- the cut: from now on no persist starts (a process that tries
+ * stops itself, see the preload's persist gate), persists under way finish,
+ * then every process of the shadow is stopped.  After it the shadow no
+ * longer changes.  -1 if persists were still under way after `seconds`.
+ */
+int
+pl_freeze(PlState *st, double seconds)
+{
+	long		ms = (long) (seconds * 1000);
+
+	atomic_store(&st->hdr->frozen, 1);
+	for (long t = 0; atomic_load(&st->hdr->inflight) > 0; t++)
+	{
+		if (t > ms)
+			return -1;
+		usleep(1000);
+	}
+	return pl_signal_all(st, SIGSTOP);
 }

@@ -47,6 +47,7 @@
 #define PL_PATH_MAX		512
 #define PL_JOURNAL_BYTES ((size_t) 512 << 20)	/* sparse */
 #define PL_LINE			64		/* harsh model: cache line */
+#define PL_MAX_PIDS		4096	/* processes remembered for freeze/kill */
 
 /* slot kinds */
 #define PL_KIND_FILE	1
@@ -113,7 +114,13 @@ typedef struct PlHeader
 	_Atomic uint32_t overflow;	/* a slot or journal record did not fit */
 	_Atomic uint64_t events;	/* persists seen so far, all kinds, all
 								 * processes (POWERLOSS_CUT_AT counts these) */
-	_Atomic uint32_t cut_pid;	/* who stopped its process group at
+	_Atomic uint64_t cut_at;	/* stop at this event (0: never); set by
+								 * "powerloss cut" or POWERLOSS_CUT_AT */
+	_Atomic uint32_t cut_pid;
+	_Atomic uint32_t frozen;	/* the cut happened: no persist starts */
+	_Atomic int32_t inflight;	/* persists started and not finished */
+	_Atomic uint32_t npids;		/* processes seen (ring of PL_MAX_PIDS) */
+	_Atomic uint32_t pids[PL_MAX_PIDS];	/* who stopped its process group at
 								 * POWERLOSS_CUT_AT, 0 before */
 	int32_t		hash[PL_HASH_SIZE];	/* slot + 1, 0 = empty */
 } PlHeader;
@@ -162,5 +169,7 @@ extern void pl_name_hint(PlState *st, int slot);
 extern bool pl_under_root(PlState *st, const char *abspath, const char **rel);
 extern void pl_persist_all(PlState *st);
 extern bool pl_handle_matches(PlState *st, int slot, int fd);
+extern int	pl_freeze(PlState *st, double seconds);
+extern int	pl_signal_all(PlState *st, int sig);
 
 #endif							/* PLSTATE_H */

@@ -24,8 +24,8 @@
  * sync_file_range() starts write-back and promises nothing, so it is not a
  * persist here either.
  *
- * POWERLOSS_CUT_AT=N stops the server's process group at its N-th persist
- * (see dropped()).  POWERLOSS_TRACE=1 logs every persist to stderr.
+ * POWERLOSS_CUT_AT=N (or "powerloss cut") stops the server's process group
+ * at the N-th persist (see dropped()).  POWERLOSS_TRACE=1 logs every persist to stderr.
  *
  * POWERLOSS_BREAK=kind[,kind...] (fsync, msync, hook, dirfsync, all) makes
  * the library drop those persists (the call itself still happens), limited
@@ -41,6 +41,7 @@
 #include "../include/powerloss.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -79,7 +80,6 @@ static bool active;
 static unsigned break_mask;
 static const char *break_path;
 static bool trace;
-static uint64_t cut_at;
 
 /* inside the library: wrappers pass straight through */
 static __thread int inlib;
@@ -130,6 +130,7 @@ static void *(*r_mmap64) (void *, size_t, int, int, int, off_t);
 static int	(*r_munmap) (void *, size_t);
 
 static void load_reals(void);
+static void register_pid(void);
 
 /* the real function: looked up at the first call of any wrapper */
 #define REAL(name) (r_##name ? r_##name : (load_reals(), r_##name))
@@ -238,10 +239,61 @@ pl_init(void)
 		break_path = break_path && break_path[0] ? strdup(break_path) : NULL;
 	}
 	if (getenv("POWERLOSS_CUT_AT") != NULL)
-		cut_at = strtoull(getenv("POWERLOSS_CUT_AT"), NULL, 10);
+	{
+		uint64_t	none = 0;
+
+		atomic_compare_exchange_strong(&st.hdr->cut_at, &none,
+									   strtoull(getenv("POWERLOSS_CUT_AT"), NULL, 10));
+	}
+	register_pid();
+	pthread_atfork(NULL, NULL, register_pid);
 	trace = getenv("POWERLOSS_TRACE") != NULL && getenv("POWERLOSS_TRACE")[0] != '\0';
 	active = true;
 	inlib--;
+}
+
+/*
+ * The persist gate.  Every persist enters it first: once the cut has
+ * happened (frozen, set by "powerloss freeze" or at POWERLOSS_CUT_AT) the
+ * process stops itself instead and never persists again; otherwise it is
+ * counted in flight until it leaves, so that the freezer can wait for the
+ * persists under way.  (Sequentially consistent atomics on both sides: the
+ * freezer sets frozen then reads inflight, a persist adds to inflight then
+ * reads frozen, so one of them sees the other.)
+ */
+static void
+stop_forever(void)
+{
+	for (;;)
+		raise(SIGSTOP);
+}
+
+static void
+enter_persist(void)
+{
+	if (atomic_load(&st.hdr->frozen))
+		stop_forever();
+	atomic_fetch_add(&st.hdr->inflight, 1);
+	if (atomic_load(&st.hdr->frozen))
+	{
+		atomic_fetch_sub(&st.hdr->inflight, 1);
+		stop_forever();
+	}
+}
+
+static void
+leave_persist(void)
+{
+	atomic_fetch_sub(&st.hdr->inflight, 1);
+}
+
+/* remember this process, for "powerloss freeze" and "powerloss kill" */
+static void
+register_pid(void)
+{
+	uint32_t	i = atomic_fetch_add(&st.hdr->npids, 1) % PL_MAX_PIDS;
+
+	atomic_store(&st.hdr->pids[i], (uint32_t) getpid());
 }
 
 /*
@@ -256,20 +308,23 @@ dropped(PlKind kind, int slot)
 		(break_path == NULL || strstr(st.slots[slot].path, break_path) != NULL);
 
 	/*
-	 * POWERLOSS_CUT_AT=N: the N-th persist (of any process) is not made; its
-	 * process stops its whole process group instead (kill(0): atomic with
-	 * respect to fork), and the harness, waiting for cut_pid ("powerloss
-	 * cut-wait"), takes the cut there.  A cut at a chosen persist: inside a
+	 * The cut point (POWERLOSS_CUT_AT=N, or "powerloss cut SHADOW N|+K" at
+	 * any time): the N-th persist (of any process) is not made; its
+	 * process closes the gate (frozen: no other persist starts) and stops
+	 * itself, and the harness, waiting for cut_pid ("powerloss cut-wait"),
+	 * stops the others and takes the cut there.  A cut at a chosen persist: inside a
 	 * checkpoint's fsyncs, between a segment's fsync and its rename, ...
 	 */
-	if (cut_at != 0 && ev == cut_at)
+	if (ev == atomic_load_explicit(&st.hdr->cut_at, memory_order_relaxed))
 	{
 		if (trace)
 			fprintf(stderr, "powerloss: %d cut before persist %llu: %s %s\n",
 					(int) getpid(), (unsigned long long) ev, kind_names[kind],
 					st.slots[slot].path);
+		atomic_store(&st.hdr->frozen, 1);
 		atomic_store(&st.hdr->cut_pid, (uint32_t) getpid());
-		kill(0, SIGSTOP);
+		leave_persist();
+		stop_forever();
 	}
 	atomic_fetch_add(drop ? &st.hdr->dropped[kind] : &st.hdr->persists[kind], 1);
 	if (trace)
@@ -365,6 +420,7 @@ persist_fd(int fd)
 	if (!active || inlib)
 		return;
 	inlib++;
+	enter_persist();
 	slot = fd_slot(fd);
 	if (slot >= 0)
 	{
@@ -379,6 +435,7 @@ persist_fd(int fd)
 			pl_name_hint(&st, slot);
 		}
 	}
+	leave_persist();
 	inlib--;
 }
 
@@ -397,8 +454,13 @@ after_write(int fd, off_t off, ssize_t len)
 		if (off < 0)
 			off = lseek(fd, 0, SEEK_CUR) - len;
 		pl_mark_dirty(&st, slot, off, len);
-		if ((fd_flags_tab[fd] & FD_SYNC) && !dropped(PL_FSYNC, slot))
-			(void) pl_persist_fd(&st, slot, fd, false);
+		if (fd_flags_tab[fd] & FD_SYNC)
+		{
+			enter_persist();
+			if (!dropped(PL_FSYNC, slot))
+				(void) pl_persist_fd(&st, slot, fd, false);
+			leave_persist();
+		}
 	}
 	inlib--;
 }
@@ -423,6 +485,7 @@ persist_mem(PlKind kind, const void *addr, size_t len)
 	if (!active || inlib || len == 0)
 		return;
 	inlib++;
+	enter_persist();
 	for (int i = 0; i < nmaps; i++)
 	{
 		PlMap	   *m = &maps[i];
@@ -435,6 +498,7 @@ persist_mem(PlKind kind, const void *addr, size_t len)
 			(void) pl_persist_mem(&st, m->slot, m->off + (off_t) (a - m->start),
 								  (const void *) a, b - a);
 	}
+	leave_persist();
 	inlib--;
 }
 
@@ -958,10 +1022,12 @@ persist_everything(void)
 	if (!active || inlib)
 		return;
 	inlib++;
+	enter_persist();
 	if (break_mask & (1u << PL_FSYNC))
 		atomic_fetch_add(&st.hdr->dropped[PL_FSYNC], 1);
 	else
 		pl_persist_all(&st);
+	leave_persist();
 	inlib--;
 }
 

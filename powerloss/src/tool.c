@@ -17,6 +17,14 @@
  *		  DATADIR (the live files) and their durable bytes, each survives
  *		  with probability P (0.5), chosen by a hash of (SEED, file, line):
  *		  the same seed keeps the same lines.
+ *	  powerloss freeze SHADOW
+ *		  the cut, now: no persist starts any more, those under way finish,
+ *		  then every process under the shadow is stopped (SIGSTOP).
+ *	  powerloss kill SHADOW
+ *		  SIGKILL every process under the shadow (after materialize).
+ *	  powerloss cut SHADOW N|+K
+ *		  stop the server's process group at persist event N, or K events
+ *		  from now (as POWERLOSS_CUT_AT=N in the server's environment).
  *	  powerloss cut-wait SHADOW SECONDS
  *		  wait for the process group stopped at POWERLOSS_CUT_AT=N (the
  *		  N-th persist); print the pid that stopped it.
@@ -36,6 +44,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +65,9 @@ usage(void)
 			"usage: powerloss init SHADOW DATADIR\n"
 			"       powerloss materialize SHADOW OUT [--dirs strict|newfile] [--harsh SEED [--harsh-p P] --real DATADIR]\n"
 			"       powerloss stats SHADOW [--files]\n"
+			"       powerloss freeze SHADOW\n"
+			"       powerloss kill SHADOW\n"
+			"       powerloss cut SHADOW N|+K\n"
 			"       powerloss cut-wait SHADOW SECONDS\n");
 	exit(2);
 }
@@ -463,9 +475,11 @@ cmd_stats(const char *shadow, bool files)
 
 	if (pl_state_attach(&st, shadow, true) != 0)
 		die("cannot attach shadow", shadow);
-	printf("root %s\nslots %u\nevents %llu\ncut_pid %u\njournal_bytes %llu\nbytes_copied %llu\nwhole_file_compares %llu\noverflow %u\n",
+	printf("root %s\nslots %u\nprocesses %u\nfrozen %u\nevents %llu\ncut_at %llu\ncut_pid %u\njournal_bytes %llu\nbytes_copied %llu\nwhole_file_compares %llu\noverflow %u\n",
 		   st.hdr->root, atomic_load(&st.hdr->nslots),
+		   atomic_load(&st.hdr->npids), atomic_load(&st.hdr->frozen),
 		   (unsigned long long) atomic_load(&st.hdr->events),
+		   (unsigned long long) atomic_load(&st.hdr->cut_at),
 		   atomic_load(&st.hdr->cut_pid),
 		   (unsigned long long) atomic_load(&st.hdr->journal_used),
 		   (unsigned long long) atomic_load(&st.hdr->bytes_copied),
@@ -501,7 +515,7 @@ cmd_cut_wait(const char *shadow, const char *secs)
 	PlState		st;
 	long		ms = (long) (strtod(secs, NULL) * 1000);
 
-	if (pl_state_attach(&st, shadow, true) != 0)
+	if (pl_state_attach(&st, shadow, false) != 0)
 		die("cannot attach shadow", shadow);
 	for (long t = 0; t <= ms; t += 10)
 	{
@@ -526,6 +540,11 @@ cmd_cut_wait(const char *shadow, const char *secs)
 			}
 			if (f != NULL)
 				fclose(f);
+			if (pl_freeze(&st, 10) < 0)
+			{
+				fprintf(stderr, "powerloss: persists still under way after 10 s\n");
+				return 1;
+			}
 			printf("%u\n", pid);
 			return 0;
 		}
@@ -533,6 +552,56 @@ cmd_cut_wait(const char *shadow, const char *secs)
 	}
 	fprintf(stderr, "powerloss: no cut within %s s\n", secs);
 	return 1;
+}
+
+/*
+ * cut SHADOW N|+K: the running server stops at persist event N, or K events
+ * from now.  Prints the event chosen.
+ */
+static int
+cmd_cut(const char *shadow, const char *arg)
+{
+	PlState		st;
+	uint64_t	n = strtoull(arg + (arg[0] == '+'), NULL, 10);
+
+	if (pl_state_attach(&st, shadow, false) != 0)
+		die("cannot attach shadow", shadow);
+	if (arg[0] == '+')
+		n += atomic_load(&st.hdr->events);
+	atomic_store(&st.hdr->cut_at, n);
+	printf("%llu\n", (unsigned long long) n);
+	return 0;
+}
+
+/* freeze SHADOW: the cut, now (see pl_freeze()) */
+static int
+cmd_freeze(const char *shadow)
+{
+	PlState		st;
+	int			n;
+
+	if (pl_state_attach(&st, shadow, false) != 0)
+		die("cannot attach shadow", shadow);
+	n = pl_freeze(&st, 10);
+	if (n < 0)
+	{
+		fprintf(stderr, "powerloss: persists still under way after 10 s\n");
+		return 1;
+	}
+	printf("frozen: %d processes stopped\n", n);
+	return 0;
+}
+
+/* kill SHADOW: SIGKILL every live process of the shadow */
+static int
+cmd_kill(const char *shadow)
+{
+	PlState		st;
+
+	if (pl_state_attach(&st, shadow, true) != 0)
+		die("cannot attach shadow", shadow);
+	printf("killed: %d processes\n", pl_signal_all(&st, SIGKILL));
+	return 0;
 }
 
 int
@@ -544,6 +613,12 @@ main(int argc, char **argv)
 		return cmd_materialize(argc - 2, argv + 2);
 	if (argc == 3 && strcmp(argv[1], "stats") == 0)
 		return cmd_stats(argv[2], false);
+	if (argc == 3 && strcmp(argv[1], "freeze") == 0)
+		return cmd_freeze(argv[2]);
+	if (argc == 3 && strcmp(argv[1], "kill") == 0)
+		return cmd_kill(argv[2]);
+	if (argc == 4 && strcmp(argv[1], "cut") == 0)
+		return cmd_cut(argv[2], argv[3]);
 	if (argc == 4 && strcmp(argv[1], "cut-wait") == 0)
 		return cmd_cut_wait(argv[2], argv[3]);
 	if (argc == 4 && strcmp(argv[1], "stats") == 0 && strcmp(argv[3], "--files") == 0)

@@ -5,12 +5,14 @@
 #
 # initdb (outside the preload: the stopped cluster is the baseline),
 # powerloss init, start with LD_PRELOAD, pgbench -i, CHECKPOINT, SECONDS of pgbench,
-# freeze the server's process group (SIGSTOP: every process at once), build
+# freeze the server (powerloss freeze: no persist after the cut, every process
+# stopped), build
 # the directory the cut leaves (powerloss materialize), SIGKILL the server,
 # start a second server (no preload) on the materialized directory and check:
 # recovery completed, pgbench_accounts has SCALE*100000 rows, and TPC-B's
 # balances agree (sum of account, teller, branch balances = sum of history
-# deltas).  PL_SMOKE_PRELOAD=0: the same pgbench run without the library
+# deltas).  PL_SMOKE_CUT=K: the cut at the K-th persist after pgbench starts
+# (powerloss cut), not at a random time.  PL_SMOKE_PRELOAD=0: the same pgbench run without the library
 # and no cut (the tps of reference).  Server settings can be added with PL_SMOKE_CONF (lines for
 # postgresql.conf) and PL_SMOKE_ENV (extra environment for the server, e.g.
 # PMEM2_FORCE_GRANULARITY=CACHE_LINE), initdb options with PL_SMOKE_INITDB_OPTS
@@ -66,18 +68,23 @@ run "$BIN/pgbench" -h "$W" -p $PORT -U postgres -i -s "$SCALE" postgres >"$W/ini
 run "$BIN/psql" -h "$W" -p $PORT -U postgres -XAtq -d postgres -c CHECKPOINT || exit 1
 run "$BIN/pgbench" -h "$W" -p $PORT -U postgres -c "$CLIENTS" -T "$SECS" postgres >"$W/pgbench.log" 2>&1 &
 BENCH=$!
-# a random moment in the last second of the run (pgbench still committing)
-sleep $((SECS - 1)).$(( $(od -An -N1 -tu1 /dev/urandom) % 9 + 1 ))
-
-# the cut: freeze every server process at once, then take what is durable
-PM=$(head -n 1 "$W/data/postmaster.pid")
-PGID=$(ps -o pgid= -p "$PM" | tr -d ' ')
-kill -STOP -"$PGID"
+# The cut.  Not a signal to a process group: PostgreSQL's children call
+# setsid().  powerloss freeze closes the shadow's persist gate (no persist
+# starts, those under way finish) and stops every process under the shadow.
+if [ -n "${PL_SMOKE_CUT:-}" ]; then
+	# the cut at a chosen persist: PL_SMOKE_CUT persist events from now
+	echo "cut at event $(run "$TOOL" cut "$W/shadow" "+$PL_SMOKE_CUT")"
+	run "$TOOL" cut-wait "$W/shadow" $((SECS + 30)) >/dev/null || { echo "smoke: no cut"; run "$TOOL" kill "$W/shadow"; exit 1; }
+	grep 'cut before persist' "$W/server.log"
+else
+	# a random moment in the last second of the run (pgbench still committing)
+	sleep $((SECS - 1)).$(( $(od -An -N1 -tu1 /dev/urandom) % 9 + 1 ))
+	run "$TOOL" freeze "$W/shadow" || { run "$TOOL" kill "$W/shadow"; exit 1; }
+fi
 T0=$(date +%s.%N)
-run "$TOOL" materialize "$W/shadow" "$W/after" --real "$W/data" "$@" || { kill -KILL -"$PGID"; echo "smoke: materialize failed"; exit 1; }
+run "$TOOL" materialize "$W/shadow" "$W/after" --real "$W/data" "$@" || { run "$TOOL" kill "$W/shadow"; echo "smoke: materialize failed"; exit 1; }
 echo "materialize took $(echo "$(date +%s.%N) - $T0" | bc) s"
-kill -KILL -"$PGID"
-kill -CONT -"$PGID" 2>/dev/null
+run "$TOOL" kill "$W/shadow"
 wait $BENCH 2>/dev/null
 # what the killed postmaster left outside the data directory
 rm -f "$W"/.s.PGSQL.$PORT "$W"/.s.PGSQL.$PORT.lock

@@ -609,6 +609,73 @@ cutat(int phase)
 	}
 }
 
+/*
+ * "powerloss freeze" across sessions: two children, each in its own session
+ * (as PostgreSQL's backends, which call setsid()), write a counter to their
+ * file, fsync it, then record the counter as acknowledged in a ledger
+ * outside the root.  After the freeze no persist completes, so each durable
+ * counter is at least the last one acknowledged.  The parent only waits.
+ */
+static void
+freeze(int phase)
+{
+	if (phase == 1)
+	{
+		for (int k = 0; k < 2; k++)
+		{
+			if (fork() == 0)
+			{
+				char		name[16];
+				char		ledger[32];
+				char		buf[16];
+				int			fd;
+				int			lfd;
+
+				setsid();
+				snprintf(name, sizeof(name), "f%d", k);
+				snprintf(ledger, sizeof(ledger), "../ledger%d", k);
+				fd = xopen(name, O_RDWR | O_CREAT);
+				lfd = xopen(ledger, O_RDWR | O_CREAT);
+				xfsync_path(".");
+				for (int i = 1;; i++)
+				{
+					snprintf(buf, sizeof(buf), "%08d", i);
+					if (pwrite(fd, buf, 8, 0) != 8 || fsync(fd) != 0 ||
+						pwrite(lfd, buf, 8, 0) != 8)
+						_exit(1);
+				}
+			}
+		}
+		for (;;)
+			pause();
+	}
+	else if (phase == 2)
+	{
+		for (int k = 0; k < 2; k++)
+		{
+			char		name[16];
+			char		ledger[32];
+			size_t		n1;
+			size_t		n2;
+			char	   *d;
+			char	   *l;
+
+			snprintf(name, sizeof(name), "f%d", k);
+			snprintf(ledger, sizeof(ledger), "../ledger%d", k);
+			d = get(name, &n1);
+			l = get(ledger, &n2);
+			if (l == NULL || n2 != 8)
+				fail("%s: no acknowledgement recorded", ledger);
+			else if (d == NULL || n1 != 8 || atoi(d) < atoi(l))
+				fail("%s: durable %s, acknowledged %s", name, d ? d : "(absent)", l);
+			else
+				printf("%s: durable %d >= acknowledged %d\n", name, atoi(d), atoi(l));
+			free(d);
+			free(l);
+		}
+	}
+}
+
 typedef struct Scenario
 {
 	const char *name;
@@ -633,6 +700,7 @@ static const Scenario scenarios[] = {
 	{"reuse", reuse},
 	{"newdir", newdir},
 	{"cutat", cutat},
+	{"freeze", freeze},
 };
 
 static double

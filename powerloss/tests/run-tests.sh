@@ -40,19 +40,26 @@ scenario() {
 	mkdir -p "$d/root"
 	"$pltest" "$1" setup "$d/root" >"$d/log" 2>&1 || return 3
 	"$tool" init "$d/shadow" "$d/root" >>"$d/log" 2>&1 || return 3
-	if [ "$1" = cutat ]; then
-		# its own process group (setsid), stopped by the library at the 4th
-		# persist; materialized while stopped, then killed
+	if [ "$1" = cutat ] || [ "$1" = freeze ]; then
+		# cutat: stopped by the library at its 4th persist (cut-wait);
+		# freeze: cut after 0.3 s (powerloss freeze); materialized while
+		# stopped, then killed (powerloss kill)
+		[ "$1" = cutat ] && { "$tool" cut "$d/shadow" 4 >>"$d/log" || return 3; }
 		env LD_PRELOAD="$lib" POWERLOSS_SHADOW="$d/shadow" POWERLOSS_BREAK="$2" \
-			POWERLOSS_CUT_AT=4 setsid "$pltest" "$1" run "$d/root" >>"$d/log" 2>&1 &
+			"$pltest" "$1" run "$d/root" >>"$d/log" 2>&1 &
 		pid=$!
-		if ! "$tool" cut-wait "$d/shadow" 10 >>"$d/log" 2>&1; then
-			kill -KILL $pid 2>/dev/null
-			return 3
+		if [ "$1" = cutat ]; then
+			"$tool" cut-wait "$d/shadow" 10 >>"$d/log" 2>&1
+		else
+			sleep 0.3
+			"$tool" freeze "$d/shadow" >>"$d/log" 2>&1
 		fi
-		"$tool" materialize "$d/shadow" "$d/out" >>"$d/log" 2>&1
-		kill -KILL $pid
+		rc=$?
+		[ $rc -eq 0 ] && "$tool" materialize "$d/shadow" "$d/out" >>"$d/log" 2>&1
+		"$tool" kill "$d/shadow" >>"$d/log" 2>&1
+		kill -KILL $pid 2>/dev/null
 		wait $pid 2>/dev/null
+		[ $rc -eq 0 ] || return 3
 		"$pltest" "$1" verify "$d/out" >>"$d/log" 2>&1
 		return
 	fi
@@ -120,6 +127,7 @@ osync fsync dirfsync
 unlink_dirs dirfsync
 newdir fsync dirfsync
 cutat fsync dirfsync
+freeze fsync dirfsync
 TABLE
 
 echo "$passed passed, $failed failed"
