@@ -27,10 +27,6 @@ from bench.oltp import cli as oltp_cli
 from bench.testsuite import cli as test_cli
 from bench.tpch import cli as tpch_cli
 
-#: free space ``./pgnvm test`` needs on a user-given nvm root ($PGNVM_NVM_ROOT): the
-#: clusters of the configurations running side by side with their datasets
-TEST_ROOT_BYTES = 2 * storage.GiB
-
 
 class Terminated(KeyboardInterrupt):
     """Raised by the SIGTERM handler (a KeyboardInterrupt, so cleanup paths treat it alike)."""
@@ -81,8 +77,6 @@ def main(argv: list[str] | None = None) -> int:
 
     old_term = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        if args.command == "test":  # its options are bench/testsuite's: the variable only
-            storage.use_root_option(None, TEST_ROOT_BYTES, what="./pgnvm test")
         return int(args.func(args) or 0)
     except BrokenPipeError:
         # stdout closed early (e.g. `| head`): not an error; silence the flush at exit

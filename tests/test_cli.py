@@ -198,6 +198,7 @@ def test_every_command_is_registered() -> None:
     for argv in (
         ["tpch", "--nvm-root", "/x"],
         ["oltp", "--nvm-root", "/x"],
+        ["test", "--nvm-root", "/x"],
         ["micro", "scan", "--nvm-root", "/x"],
         ["micro", "bufman", "--nvm-root", "/x"],
         ["cluster", "init", "--nvm-root", "/x"],

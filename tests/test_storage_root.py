@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.core import cluster as cl
-from bench.core import paths, rootkind, storage
+from bench.core import configs, paths, rootkind, storage
 from bench.core.cluster import Cluster, ClusterSpec
 
 
@@ -278,3 +278,24 @@ def test_detect_a_root_not_made_yet(tmp_path: Path) -> None:
     later = rootkind.detect(tmp_path / "not" / "yet")
     assert later.kind == here.kind != "unknown"
     assert later.path == str(tmp_path / "not" / "yet")
+
+
+def test_test_job_space_needed() -> None:
+    """``./pgnvm test`` on a root: a cluster per nvm configuration (+ tap_recovery's scratch
+    where it runs), for as many as the lanes hold at once (all of them with --keep)."""
+    from bench.testsuite import cli as test_cli
+    from bench.testsuite import registry
+
+    se2, inline, disk = (configs.BY_NAME[n] for n in ("nvm_se2", "nvm_se2_inline", "disk_base"))
+    every = list(registry.ENGINE_CHECKS)
+    no_tap = [c for c in every if c.name != "tap_recovery"]
+    c, t = test_cli.CONFIG_ROOT_BYTES, test_cli.TAP_ROOT_BYTES
+
+    def need(cfgs: list[configs.Config], checks: list, jobs: int, keep: bool = False) -> int:
+        return test_cli.space_needed(cfgs, checks, jobs, keep)
+
+    assert need([inline, se2, disk], every, 1) == c + t  # the largest: se2 with its TAP suite
+    assert need([inline, se2, disk], every, 2) == 2 * c + t  # inline: no tap_recovery
+    assert need([inline, se2, disk], every, 1, keep=True) == 2 * c + t  # disk: not on the root
+    assert need([inline, se2], no_tap, 4) == 2 * c
+    assert need([disk], every, 2) == 0

@@ -301,7 +301,8 @@ def describe_nvm_root(huge: bool = False) -> rootkind.RootKind:
     return rootkind.detect(p)
 
 
-def root_lines(huge: bool = False) -> list[str]:
-    """``--list-configs``' lines about the nvm root: what it is, and its caveats."""
-    k = describe_nvm_root(huge)
+def root_lines(huge: bool = False, kind: rootkind.RootKind | None = None) -> list[str]:
+    """``--list-configs``' lines about the nvm root (``kind``, else :func:`describe_nvm_root`):
+    what it is, and its caveats."""
+    k = kind or describe_nvm_root(huge)
     return [f"nvm root: {k.summary()}"] + [f"    caveat: {c}" for c in k.caveats()]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench.core import selection
+from bench.core import configs, selection, storage
 from bench.testsuite import registry, settings
 from bench.testsuite.settings import FLAVOUR
 
@@ -91,7 +91,43 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_false",
         help="use the installed check flavour as it is (no rebuild of postgres/)",
     )
+    storage.add_root_argument(
+        p,
+        f"; needs about {storage.fmt_bytes(CONFIG_ROOT_BYTES)} free per configuration on "
+        f"the root (+ {storage.fmt_bytes(TAP_ROOT_BYTES)} where tap_recovery runs), for as "
+        "many configurations as run side by side (--jobs; all of them with --keep)",
+    )
     p.set_defaults(func=_cmd_test)
+
+
+#: free space a configuration's cluster takes on the nvm root at the most: initdb, the
+#: checks' databases (regress's), WAL up to a checkpoint
+CONFIG_ROOT_BYTES = 512 * storage.MiB
+#: tap_recovery's scratch directory next to the cluster (EngineEnv.scratch_dir): the TAP
+#: suite's own clusters, up to pgsuites.TAP_JOBS of its scripts at once
+TAP_ROOT_BYTES = 1 * storage.GiB
+
+
+def space_needed(
+    cfgs: list[configs.Config], checks: list[registry.CheckDef], jobs: int, keep: bool
+) -> int:
+    """Free space ``./pgnvm test`` needs on a user-given nvm root: per configuration on
+    storage nvm its cluster (:data:`CONFIG_ROOT_BYTES`) and, where tap_recovery runs, the
+    TAP suite's scratch (:data:`TAP_ROOT_BYTES`); summed over the ``jobs`` largest (a
+    configuration's cluster is removed when its lane is done with it), over all of them
+    with ``keep``."""
+    from bench.testsuite.checks.pgsuites import tap_recovery_skip
+
+    tap = any(c.name == "tap_recovery" for c in checks)
+    each = sorted(
+        (
+            CONFIG_ROOT_BYTES + (TAP_ROOT_BYTES if tap and tap_recovery_skip(c) is None else 0)
+            for c in cfgs
+            if c.storage == "nvm"
+        ),
+        reverse=True,
+    )
+    return sum(each if keep else each[: max(1, jobs)])
 
 
 def _cmd_test(args: argparse.Namespace) -> int:
@@ -104,12 +140,17 @@ def _cmd_test(args: argparse.Namespace) -> int:
         raise SystemExit("pgnvm test: --quick and --only do not go together")
     if args.jobs < 1:
         raise SystemExit(f"pgnvm test: --jobs must be at least 1, not {args.jobs}")
+    if args.nvm_root:
+        storage.set_user_nvm_root(args.nvm_root)
     if args.list_configs:
-        for line in selection.listing(settings.job()):
+        for line in [*selection.listing(settings.job()), *storage.root_lines()]:
             print(line)
         return 0
     if args.list:
         return _list(args, chosen)
+    _, checks = registry.select(args.only, args.quick)
+    need = space_needed(chosen.wanted, checks, args.jobs, args.keep)
+    storage.use_root_option(None, need, what="./pgnvm test")
     from bench.testsuite.runner import Options, run_tests
 
     return run_tests(

@@ -6,6 +6,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -21,7 +22,9 @@ from bench.core.server import Server
 from bench.testsuite import errmatch, proc
 from bench.testsuite.settings import BASE_SETTINGS, FLAVOUR
 
-PORT_BASE = 5471
+#: the first port of the test clusters; ``$PGNVM_TEST_PORT_BASE`` moves it (a run inside
+#: another, e.g. tests/test_storage_root_e2e.py under ./pgnvm test, keeps off its ports)
+PORT_BASE = int(os.environ.get("PGNVM_TEST_PORT_BASE") or 5471)
 NAME_PREFIX = "pgnvm-test-"
 STATEMENT_TIMEOUT_MS = 300_000
 
@@ -211,7 +214,10 @@ class EngineEnv:
             raise RuntimeError(
                 f"server reports nvm_storage_engine={shown!r}, expected {self.engine}"
             )
-        out = f"{ver[0] if ver else '?'}; data_checksums=on; nvm_storage_engine={shown}"
+        out = (
+            f"{ver[0] if ver else '?'}; data_checksums=on; nvm_storage_engine={shown}; "
+            f"data directory {self.server.cluster.datadir}"
+        )
         for k, want in self.config.settings.items():
             got = extra[k][0] if extra[k] else None
             if got != want:

@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from bench.core import build, configs, osuser, paths, selection, ui
+from bench.core import build, configs, osuser, paths, selection, storage, ui
 from bench.core import cluster as clu
 from bench.testsuite import lanes, model, proc, registry, settings
 from bench.testsuite.checks.amcheck import amcheck
@@ -378,6 +378,7 @@ def _run_tests(opts: Options) -> int:
     notes: dict[str, str] = {}
     build_s = 0.0
     interrupted = False
+    root = storage.describe_nvm_root()  # the run's nvm root ($PGNVM_NVM_ROOT, else the tmpfs)
     try:
         try:
             run, chosen, build_s = _prepare(opts)
@@ -393,6 +394,8 @@ def _run_tests(opts: Options) -> int:
                 f"{', '.join([c.name for c in checks] + global_checks)}; "
                 f"seed {run.seed}; work dir {run.work_root}"
             )
+            for line in storage.root_lines(kind=root):
+                ui.info(line)
             tasks = _plan(run, chosen, checks, global_checks)
             lanes_n = max(1, min(opts.jobs, len(tasks)))
             if lanes_n > 1:
@@ -437,6 +440,7 @@ def _run_tests(opts: Options) -> int:
                 "probe": notes,
                 "artifacts_dir": str(run.results_dir),
                 "uid": os.geteuid(),
+                "nvm_root": root.to_json(),
             },
         )
         out_path = run.results_dir.parent / f"test-{run.stamp}.json"
