@@ -31,7 +31,7 @@ import json
 import sys
 from pathlib import Path
 
-from bench.core import build, storage, ui
+from bench.core import build, rootkind, storage, ui
 from bench.core.cluster import (
     ENGINES,
     STORAGES,
@@ -233,6 +233,8 @@ def _print_status(st: dict) -> None:
     print(f"port      {st['port']}")
     print(f"flavour   {st['flavour']}")
     print(f"datadir   {st['datadir']}")
+    if st.get("nvm_root"):
+        print(f"nvm root  {rootkind.detect(Path(st['nvm_root'])).summary()}")
     print(f"log       {st['logfile']}")
     print(f"conninfo  {st['conninfo']}")
     if st["settings"]:

@@ -98,7 +98,11 @@ class Bench:
         )
         if clu.Cluster.exists(name):
             c = clu.Cluster.load(name)
-            if c.spec.huge != spec.huge or c.spec.flavour != spec.flavour:
+            if (c.spec.huge, c.spec.flavour, c.spec.nvm_root) != (
+                spec.huge,
+                spec.flavour,
+                spec.nvm_root,  # another root (--nvm-root): initialised there
+            ):
                 c.destroy()
                 c = clu.Cluster(spec)
                 c.init()
