@@ -24,8 +24,9 @@
  * sync_file_range() starts write-back and promises nothing, so it is not a
  * persist here either.
  *
- * POWERLOSS_CUT_AT=N (or "powerloss cut") stops the server's process group
- * at the N-th persist (see dropped()).  POWERLOSS_TRACE=1 logs every persist to stderr.
+ * POWERLOSS_CUT_AT=N (or "powerloss cut") makes the N-th persist the cut
+ * (see dropped()); "powerloss freeze" cuts at once (see enter_persist()).
+ * POWERLOSS_TRACE=1 logs every persist to stderr.
  *
  * POWERLOSS_BREAK=kind[,kind...] (fsync, msync, hook, dirfsync, all) makes
  * the library drop those persists (the call itself still happens), limited

@@ -23,11 +23,11 @@
  *	  powerloss kill SHADOW
  *		  SIGKILL every process under the shadow (after materialize).
  *	  powerloss cut SHADOW N|+K
- *		  stop the server's process group at persist event N, or K events
- *		  from now (as POWERLOSS_CUT_AT=N in the server's environment).
+ *		  make persist event N, or K events from now, the cut (it is not
+ *		  made; as POWERLOSS_CUT_AT=N in the server's environment).
  *	  powerloss cut-wait SHADOW SECONDS
- *		  wait for the process group stopped at POWERLOSS_CUT_AT=N (the
- *		  N-th persist); print the pid that stopped it.
+ *		  wait for the cut at POWERLOSS_CUT_AT=N (the
+ *		  N-th persist), freeze the rest; print the pid that hit it.
  *	  powerloss stats SHADOW [--files]
  *		  counters: persists kept and dropped per kind, bytes copied; with
  *		  --files, each slot: kind, durable size, flags, last name.
