@@ -241,10 +241,17 @@ def _print_status(st: dict) -> None:
         print("settings  " + ", ".join(f"{k}={v}" for k, v in st["settings"].items()))
 
 
+def _check_root(spec: ClusterSpec) -> None:
+    """A user-given nvm root refused (storage.StorageError) before anything is built."""
+    if spec.storage == "nvm" and spec.nvm_root:
+        storage.user_root(Path(spec.nvm_root), mount=True)
+
+
 def cmd_init(args: argparse.Namespace) -> int:
     args.name = _name(args)
     saved = _saved(args.name)
     spec = spec_from_args(args, saved.spec if saved else None)
+    _check_root(spec)
     if not args.no_build:
         build.ensure_built(spec.flavour)
     c = Cluster(spec, saved.datadir if saved else None)
@@ -257,6 +264,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     args.name = _name(args)
     saved = _saved(args.name)
     spec = spec_from_args(args, saved.spec if saved else None)
+    _check_root(spec)
     if not args.no_build:
         build.ensure_built(spec.flavour)
     c = Cluster(spec, saved.datadir if saved else None)
