@@ -10,9 +10,11 @@ destroy) and ``test`` (nvm_se2 through pgnvm_ext). For each: its data directory 
 root is that tmpfs given by path, its answers are right (TPC-H's agree across
 configurations, OLTP's rows are all there and sound, the scan counts the table's rows), and
 nothing is left on the root but our own subdirectory, with nothing left in it where the job
-(or ``cluster destroy``) cleans up. Then the refusals: ``tpch --sf 1`` (about 4 GB) on the
-2 GB root names the free space and the need; a root the server user cannot write to is
-refused by every job with the reason, before anything runs.
+(or ``cluster destroy``) cleans up. Then the refusals: ``tpch --sf 1`` (about 4 GB) and
+``test`` with tap_recovery (2.5 GB) on the 2 GB root name the free space and the need; a
+root the server user cannot write to is refused by every job with the reason, before
+anything runs. A refusal that does not come within a minute fails the test and stops the
+job (its process group; servers it left on the root are killed before the unmount).
 
 The jobs run with a PGNVM_HOME of their own (:func:`home`: links to this one's builds,
 venv, password and caches), so their clusters (``micro scan``'s and ``test``'s have fixed
@@ -28,8 +30,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -67,9 +71,23 @@ def root() -> Iterator[Path]:
     try:
         yield MNT
     finally:
+        _kill_servers_on(MNT)
         subprocess.run(["umount", str(MNT)], check=False)
         with contextlib.suppress(OSError):
             MNT.rmdir()
+
+
+def _kill_servers_on(root: Path) -> None:
+    """Server processes a job that failed left on the root (e.g. a TAP suite's, which an
+    interrupted ./pgnvm test does not stop): killed, so that the root can be unmounted."""
+    for _ in range(20):
+        pids = cluster.datadir_processes(root)  # every postgres whose cwd is below the root
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.5)
 
 
 @contextlib.contextmanager
@@ -123,15 +141,26 @@ def _pgnvm(  # type: ignore[no-untyped-def]
     env.pop(storage.NVM_ROOT_ENV, None)
     env.pop(runner.PERTURB_ENV, None)
     env.update(env_extra or {})
-    return subprocess.run(
+    p = subprocess.Popen(
         [sys.executable, "-m", "bench", *args],
         cwd=paths.REPO_ROOT,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
-        check=False,
+        start_new_session=True,  # its process group: the lanes of a test run too
     )
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGTERM)  # the job stops the servers it started
+        try:
+            out, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, err = p.communicate()
+        pytest.fail(f"./pgnvm {' '.join(args)}: still running after {timeout:.0f} s\n{out}{err}")
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
 
 
 def _ok(r: subprocess.CompletedProcess) -> str:
@@ -197,18 +226,35 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_tpch_refused_without_space(root: Path, home: Path, tmp_path: Path) -> None:
+#: a job that needs more than the 2 GB root holds, and what it says it needs
+TOO_BIG: dict[str, tuple[list[str], str]] = {
+    "tpch": (
+        ["tpch", "--sf", "1", "--configs", "nvm_se2", "--queries", "6", "--repeat", "1"],
+        "TPC-H SF 1 needs about 4.0 GiB",
+    ),
+    "test": (  # tap_recovery's scratch included
+        ["test", "--configs", "nvm_se2", "--only", "regress,tap_recovery"],
+        "./pgnvm test needs about 2.5 GiB",
+    ),
+}
+
+
+@pytest.mark.parametrize("job", list(TOO_BIG))
+def test_refused_without_space(root: Path, home: Path, tmp_path: Path, job: str) -> None:
+    """Refused before anything runs (the test run: before its lock), naming the free space
+    (statvfs of the mount) and the need; no cluster made."""
+    args, need = TOO_BIG[job]
+    out = ["--out", str(tmp_path / "out")] if job == "tpch" else []
     with _leaves_nothing(root, home):
+        with _in_home(home):
+            clusters = {c.spec.name for c in cluster.Cluster.all()}
         r = _pgnvm(
-            home,
-            *("tpch", "--sf", "1", "--configs", "nvm_se2", "--queries", "6", "--repeat", "1"),
-            *("--nvm-root", str(root), "--out", str(tmp_path / "tpch"), "--no-build"),
-            timeout=REFUSAL_TIMEOUT,
+            home, *args, *out, "--nvm-root", str(root), "--no-build", timeout=REFUSAL_TIMEOUT
         )
         assert r.returncode == 1, r.stdout + r.stderr
-        assert f"nvm root {root}" in r.stderr and "TPC-H SF 1 needs about 4.0 GiB" in r.stderr
-    with _in_home(home):
-        assert not cluster.Cluster.exists(f"{PREFIX}-sf1-nvm")
+        assert f"nvm root {root}" in r.stderr and need in r.stderr, r.stderr
+        with _in_home(home):
+            assert {c.spec.name for c in cluster.Cluster.all()} == clusters
 
 
 def test_tpch_on_root(root: Path, home: Path, tmp_path: Path) -> None:
