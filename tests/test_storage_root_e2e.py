@@ -328,7 +328,12 @@ def test_micro_storage_on_root(root: Path, home: Path, tmp_path: Path) -> None:
 
 
 def test_micro_scan_on_root(root: Path, home: Path, tmp_path: Path) -> None:
+    """Its cluster (a fixed name) saved earlier on the default tmpfs is initialised again on
+    the root asked for, not reused."""
     out, name = tmp_path / "scan", "micro-scan-4k"
+    with _in_home(home):
+        spec = cluster.ClusterSpec(name=name, port=SCAN_PORT, nvm_root=None)
+        cluster.Cluster(spec).save()  # state only: its data directory was never made
     with _leaves_nothing(root, home) as ours:
         _, ran = _job_on_root(
             home,
