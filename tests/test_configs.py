@@ -84,12 +84,16 @@ def test_select_by_name() -> None:
 
 
 def test_job_defaults() -> None:
-    # tpch: every configuration but the write-path ones (nvm_wal = pmem)
+    # tpch: every configuration but the write-path ones (nvm_wal = pmem) and stock's other
+    # I/O methods (by name only)
     wal_pmem = tuple(
         n for n in NAMES if n.endswith(("_walpmem", "_walpmem_cl", "_pmem", "_pmem_cl"))
     )
     data_pmem = tuple(n for n in NAMES if n.endswith(("_pmem", "_pmem_cl")))
-    assert tpch.DEFAULT_CONFIGS == tuple(n for n in NAMES if n not in wal_pmem)
+    assert tpch.BY_NAME_ONLY == ("nvm_base_sync", "nvm_base_io_uring")
+    assert tpch.DEFAULT_CONFIGS == tuple(
+        n for n in NAMES if n not in wal_pmem and n not in tpch.BY_NAME_ONLY
+    )
     assert all(configs.BY_NAME[n].writes_wal_pmem == (n in wal_pmem) for n in NAMES)
     assert all(configs.BY_NAME[n].persists_data_pmem == (n in data_pmem) for n in NAMES)
     # persisting data through the mappings needs an engine that writes through them
@@ -244,10 +248,11 @@ def test_availability_topology_then_server(tmp_path: Path) -> None:
     text = "\n".join(lines)
     assert "nvm_se2_m2\n" in text and "available: NO: nvmprefetch: scheme M2" in text
     assert "available: NO: se1 is not in this build" in text
-    # the write-path configurations are the only ones tpch runs only by name
+    # tpch runs the write-path configurations and stock's other I/O methods only by name
     wal_pmem = [n for n in NAMES if configs.BY_NAME[n].writes_wal_pmem]
-    assert len(wal_pmem) == 8 and text.count("(not in the default set)") == 8
-    for n in wal_pmem:
+    by_name = [*wal_pmem, *tpch.BY_NAME_ONLY]
+    assert len(wal_pmem) == 8 and text.count("(not in the default set)") == len(by_name)
+    for n in by_name:
         assert f"{n}  (not in the default set)" in text
     assert lines[-1].startswith("common settings (all configurations): shared_buffers=128MB")
     listed = configs.listing(micro.DEFAULT_CONFIGS, None, {}, {"disk_base": "data on disk"})
