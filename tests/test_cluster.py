@@ -417,3 +417,31 @@ def test_spec_environment_reaches_the_server_and_is_validated(
     env = seen["env"]
     assert isinstance(env, dict) and "start" in seen["cmd"]  # type: ignore[operator]
     assert env["PMEM2_FORCE_GRANULARITY"] == "CACHE_LINE" and env["PGNVM_TEST_OURS"] == "1"
+
+
+def test_kill_servers_under_kills_daemons_of_clusters_below(tmp_path: Path) -> None:
+    """A TAP suite's clusters (pg_ctl's daemons, outside our process group) are found by
+    their cwd under a scratch directory and killed; a server elsewhere and a non-server
+    process in the directory are left alone (an interrupted ./pgnvm test left them running)."""
+    scratch = tmp_path / "scratch"
+    inside = scratch / "tap" / "tmp_check" / "t_001_primary_data" / "pgdata"
+    outside = tmp_path / "other" / "data"
+    inside.mkdir(parents=True)
+    outside.mkdir(parents=True)
+    title = "exec -a 'postgres: checkpointer' sleep 300"
+    tap = subprocess.Popen(["bash", "-c", title], cwd=inside, start_new_session=True)
+    other = subprocess.Popen(["bash", "-c", title], cwd=outside, start_new_session=True)
+    bystander = subprocess.Popen(["sleep", "300"], cwd=inside, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 5
+        while tap.pid not in cl.datadir_processes(scratch):
+            assert time.monotonic() < deadline, "the TAP server not found by its cwd"
+            time.sleep(0.02)
+        assert cl.kill_servers_under(scratch) == 1
+        assert tap.wait(timeout=5) == -9
+        assert other.poll() is None and bystander.poll() is None
+        assert cl.kill_servers_under(scratch) == 0
+    finally:
+        for p in (tap, other, bystander):
+            p.kill()
+            p.wait()

@@ -261,6 +261,24 @@ def datadir_processes(datadir: Path) -> list[int]:
     return out
 
 
+def kill_servers_under(directory: Path, timeout: float = 10.0) -> int:
+    """SIGKILL every server process whose data directory lies under ``directory`` (found
+    by cwd, :func:`datadir_processes`), e.g. the clusters a TAP suite started with pg_ctl:
+    daemons outside our process group that an interrupted run would leave running. Waits
+    up to ``timeout`` for them to go; returns how many were killed."""
+    killed: set[int] = set()
+    deadline = time.monotonic() + timeout
+    while True:
+        pids = [p for p in datadir_processes(directory) if procfs.state(p) != "Z"]
+        if not pids or time.monotonic() > deadline:
+            return len(killed)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+        time.sleep(0.05)
+
+
 def read_pidfile(datadir: Path) -> int | None:
     try:
         first = (datadir / "postmaster.pid").read_text().splitlines()[0]

@@ -230,6 +230,10 @@ class EngineEnv:
     def teardown(self) -> None:
         with contextlib.suppress(Exception):
             self.server.stop("immediate")
+        # servers a check started in the scratch directory and did not stop (tap_recovery
+        # interrupted: pg_ctl's daemons are not in our process group), --keep or not
+        with contextlib.suppress(Exception):
+            clu.kill_servers_under(self.scratch_dir)
         if not self.run.keep:
             # before destroy(): it removes the cluster's parent directory only when empty
             shutil.rmtree(self.scratch_dir, ignore_errors=True)
