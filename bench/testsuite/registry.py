@@ -77,7 +77,8 @@ class GlobalDef:
     doc: str
 
 
-#: Checks that run once, not per engine, after the engines' checks, in this order.
+#: Checks that run once, not per engine, in this order, as one task of the lanes, ordered
+#: with the configurations' tasks by its estimated length (runner._plan).
 #: tests/ holds end-to-end tests of other commands too (tpch builds the release flavour on a
 #: fresh machine), hence pytest's generous limit.
 GLOBAL_CHECKS: tuple[GlobalDef, ...] = (
