@@ -261,22 +261,11 @@ def test_tap_recovery_runs_once_per_distinct_recovery_path() -> None:
     through libpmem2) with se2; variants that change nothing recovery does are skipped with
     the configuration that covers them named."""
     from bench.core import configs
+    from bench.testsuite import settings as test_settings
     from bench.testsuite.checks.pgsuites import tap_recovery_skip
 
-    runs = {
-        name
-        for name in (
-            "nvm_base_worker",
-            "nvm_base_walpmem",
-            "nvm_se1",
-            "nvm_se1_pmem",
-            "nvm_se2",
-            "nvm_se2_inline",
-            "nvm_se2_m1",
-            "nvm_se2_pmem",
-        )
-        if tap_recovery_skip(configs.BY_NAME[name]) is None
-    }
+    defaults = (*test_settings.DEFAULT_CONFIGS, *test_settings.WITH_SE2)
+    runs = {n for n in defaults if tap_recovery_skip(configs.BY_NAME[n]) is None}
     assert runs == {"nvm_base_worker", "nvm_se1", "nvm_se2", "nvm_se2_m1", "nvm_se2_pmem"}
     why = tap_recovery_skip(configs.BY_NAME["nvm_base_walpmem"])
     assert why is not None and "nvm_data_persist = pmem" in why
