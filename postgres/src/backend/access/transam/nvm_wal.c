@@ -102,6 +102,7 @@
  */
 #include "postgres.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <sys/mman.h>
@@ -163,6 +164,17 @@ typedef struct NvmWalMapping
 } NvmWalMapping;
 
 static NvmWalMapping nvm_wal_seg = {.fd = -1};
+
+/*
+ * The power-loss check's hook: pgnvm_powerloss_persisted() of
+ * libpowerloss.so (powerloss/include/powerloss.h), present only when the
+ * check preloads that library.  A persist at cache-line granularity makes no
+ * system call, so the library must be told of each one, after it completed,
+ * with the range persisted.  Looked up once per process, at its first
+ * mapping; NULL in every ordinary run (one test per persist).
+ */
+static void (*nvm_wal_powerloss_persisted) (const void *addr, size_t len);
+static bool nvm_wal_powerloss_looked_up = false;
 
 /* the OS page size, msync()'s unit (set by NvmWalStartup()) */
 static size_t nvm_wal_page_size = 4096;
@@ -559,6 +571,12 @@ nvm_wal_open(int fd, XLogSegNo segno, TimeLineID tli, XLogRecPtr write_upto)
 	nvm_wal_seg.persist_fn = pmem2_get_persist_fn(map);
 	nvm_wal_seg.drain_fn = pmem2_get_drain_fn(map);
 	NvmWalMappedFd = fd;
+	if (!nvm_wal_powerloss_looked_up)
+	{
+		nvm_wal_powerloss_persisted = (void (*) (const void *, size_t))
+			dlsym(RTLD_DEFAULT, "pgnvm_powerloss_persisted");
+		nvm_wal_powerloss_looked_up = true;
+	}
 
 	NVM_WAL_COUNT(mappings, 1);
 	NVM_WAL_COUNT(populate_usec, INSTR_TIME_GET_MICROSEC(elapsed));
@@ -652,7 +670,12 @@ nvm_wal_persist(int fd, XLogRecPtr flushed, XLogRecPtr written)
 	pgstat_report_wait_start(WAIT_EVENT_WAL_SYNC);
 
 	if (nvm_wal_seg.granularity != PMEM2_GRANULARITY_PAGE)
+	{
 		nvm_wal_seg.persist_fn(nvm_wal_seg.base + from, upto - from);
+		/* the power-loss check sees no system call here: tell it */
+		if (nvm_wal_powerloss_persisted != NULL)
+			nvm_wal_powerloss_persisted(nvm_wal_seg.base + from, upto - from);
+	}
 	if (nvm_wal_seg.granularity == PMEM2_GRANULARITY_PAGE || nvm_wal_also_msync)
 	{
 		size_t		lo = TYPEALIGN_DOWN(nvm_wal_page_size, from);

@@ -97,6 +97,7 @@
  */
 #include "postgres.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -573,6 +574,15 @@ nvm_mmap(int fd, bool readonly, bool persists, bool *map_sync)
 }
 
 /*
+ * The power-loss check's hook (see nvm_wal.c's nvm_wal_powerloss_persisted):
+ * told of each block persisted by cache-line flushes, which make no system
+ * call.  Looked up at the first mapping set up to persist; NULL unless the
+ * check preloads libpowerloss.so.
+ */
+static void (*nvm_powerloss_persisted) (const void *addr, size_t len);
+static bool nvm_powerloss_looked_up = false;
+
+/*
  * nvm_persist_setup -- decide how writes through the new read-write mapping
  * m of the file open as fd are persisted (nvm_data_persist = pmem): at cache
  * line or byte granularity through libpmem2's view of our mapping, else
@@ -592,6 +602,12 @@ nvm_persist_setup(NvmMapping *m, int fd, bool map_sync)
 	struct pmem2_source *src;
 
 	m->persists = true;
+	if (!nvm_powerloss_looked_up)
+	{
+		nvm_powerloss_persisted = (void (*) (const void *, size_t))
+			dlsym(RTLD_DEFAULT, "pgnvm_powerloss_persisted");
+		nvm_powerloss_looked_up = true;
+	}
 	if (gran != PMEM2_GRANULARITY_CACHE_LINE && gran != PMEM2_GRANULARITY_BYTE)
 		return;
 	if (pmem2_source_from_fd(&src, fd) != 0)
@@ -1177,7 +1193,12 @@ nvm_persist_blocks(SMgrRelation reln, NvmMapping *m, char *dst,
 	io_start = pgstat_prepare_io_time(track_io_timing);
 	pgstat_report_wait_start(WAIT_EVENT_DATA_FILE_SYNC);
 	if (m->persist_fn != NULL)
+	{
 		m->persist_fn(dst, len);
+		/* the power-loss check sees no system call here: tell it */
+		if (nvm_powerloss_persisted != NULL)
+			nvm_powerloss_persisted(dst, len);
+	}
 	else
 	{
 		/* msync() wants a page-aligned start (OS pages may exceed BLCKSZ) */
