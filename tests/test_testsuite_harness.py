@@ -19,6 +19,7 @@ def test_select_everything_by_default() -> None:
     assert global_checks == [
         "prefetch",
         "storagebench",
+        "powerloss_lib",
         "checksum_simd",
         "fault_guard",
         "pytest",
@@ -41,6 +42,7 @@ def test_select_everything_by_default() -> None:
         "prefetch_lifecycle",
         "stress",
         "crash",
+        "powerloss",
         "wal_pmem",
         "data_pmem",
         "tap_recovery",

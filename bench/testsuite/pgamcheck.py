@@ -29,12 +29,20 @@ def findings(output: str) -> list[str]:
     return [ln for ln in output.splitlines() if ln.strip() and not _BENIGN.match(ln)]
 
 
-def run_amcheck(env: EngineEnv, databases: list[str], timeout: float, log_name: str) -> str:
-    """pg_amcheck the given databases; it must print nothing and exit 0."""
+def run_amcheck(
+    env: EngineEnv,
+    databases: list[str],
+    timeout: float,
+    log_name: str,
+    client_env: dict[str, str] | None = None,
+) -> str:
+    """pg_amcheck the given databases; it must print nothing and exit 0. ``client_env``:
+    the environment that reaches another cluster than the configuration's (e.g.
+    :meth:`bench.core.cluster.Cluster.env`)."""
     cmd = [env.tool("pg_amcheck"), *AMCHECK_OPTS]
     for db in databases:
         cmd += ["-d", db]
-    ran = env.run_tool(cmd, timeout=timeout, log_name=log_name)
+    ran = env.run_tool(cmd, timeout=timeout, log_name=log_name, extra_env=client_env)
     if ran.returncode != 0 or findings(ran.output):
         raise CheckFailed(
             f"pg_amcheck on {', '.join(databases)} exited {ran.returncode}:\n{ran.tail(40)}",

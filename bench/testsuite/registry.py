@@ -52,6 +52,12 @@ ENGINE_CHECKS: tuple[CheckDef, ...] = (
     CheckDef("stress", 6 * 60, "concurrent writers/readers/VACUUM; digest = base's", True),
     CheckDef("crash", 10 * 60, "kill -9 under load; acknowledged commits survive"),
     CheckDef(
+        "powerloss",
+        15 * 60,
+        "simulated power cuts under load (stock and the PMem write path): only persisted "
+        "bytes survive; recovery, acknowledged commits, pg_amcheck, TPC-B balances",
+    ),
+    CheckDef(
         "wal_pmem",
         5 * 60,
         "nvm_wal = pmem: granularity logged/forced, WAL records = file's, unmappable pg_wal FATAL",
@@ -89,6 +95,12 @@ GLOBAL_CHECKS: tuple[GlobalDef, ...] = (
         "make -C storagebench test (paper 004's storage microbenchmarks: paths, logs, CLI)",
     ),
     GlobalDef(
+        "powerloss_lib",
+        5 * 60,
+        "make -C powerloss check (the power-loss simulation: preload library, tool, "
+        "each persist kind dropped must fail)",
+    ),
+    GlobalDef(
         "checksum_simd",
         10 * 60,
         "page checksum variants: unit test, clusters cross-checked (src/test/checksum_simd)",
@@ -120,6 +132,7 @@ NOT_QUICK: dict[str, str] = {
     "prefetch": "libnvmprefetch's own tests (no server): make -C prefetch test",
     "storagebench": "the storage microbenchmark's own tests (no server)",
     "checksum_simd": "the checksum variants' own tests (no engine)",
+    "powerloss_lib": "the power-loss simulation library's own tests (no server)",
     "pytest": "the Python tooling's tests (no engine): venv/bin/pytest -q tests",
 }
 

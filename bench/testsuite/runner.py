@@ -34,6 +34,9 @@ from bench.testsuite.checks.pgsuites import (
     tap_recovery,
     tap_recovery_skip,
 )
+from bench.testsuite.checks.powerloss_check import applies as powerloss_applies
+from bench.testsuite.checks.powerloss_check import powerloss_check
+from bench.testsuite.checks.powerloss_lib import powerloss_lib_check
 from bench.testsuite.checks.prefetch_check import prefetch_check
 from bench.testsuite.checks.prefetch_lifecycle import prefetch_lifecycle
 from bench.testsuite.checks.pytest_check import pytest_check
@@ -75,6 +78,7 @@ CHECK_FUNCS: dict[str, CheckFunc] = {
     "prefetch_lifecycle": prefetch_lifecycle,
     "stress": stress,
     "crash": crash,
+    "powerloss": powerloss_check,
     "wal_pmem": wal_pmem,
     "data_pmem": data_pmem,
     "tap_recovery": tap_recovery,
@@ -208,6 +212,7 @@ def _config_checks(
 _EST_CONFIG = 180.0
 _EST_TAP = 120.0  # tap_recovery, where it runs
 _EST_PMEM_CRASH = 60.0  # crash's 7 extra rounds with nvm_wal = pmem
+_EST_POWERLOSS = 60.0  # powerloss's cuts, where it runs (stock and the pmem write path)
 _EST_GLOBAL = {"pytest": 150.0, "prefetch": 60.0, "checksum_simd": 60.0}
 #: the label of the task that runs the checks run once
 ONCE = "checks run once"
@@ -220,6 +225,8 @@ def _estimate(cfg: configs.Config, checks: list[registry.CheckDef]) -> float:
         est += _EST_TAP
     if "crash" in names and cfg.writes_wal_pmem:
         est += _EST_PMEM_CRASH
+    if "powerloss" in names and powerloss_applies(cfg) is None:
+        est += _EST_POWERLOSS
     return est
 
 
@@ -329,6 +336,8 @@ def _run_global(name: str, run: RunState) -> CheckResult:
             return prefetch_check(run.work_root, limit, run.results_dir)
         if name == "storagebench":
             return storagebench_check(run.work_root, limit, run.results_dir)
+        if name == "powerloss_lib":
+            return powerloss_lib_check(run.work_root, limit, run.results_dir)
         if name == "checksum_simd":
             return checksum_simd_check(run, limit)
         if name == "fault_guard":

@@ -318,10 +318,10 @@ dropped(PlKind kind, int slot)
 	 */
 	if (ev == atomic_load_explicit(&st.hdr->cut_at, memory_order_relaxed))
 	{
-		if (trace)
-			fprintf(stderr, "powerloss: %d cut before persist %llu: %s %s\n",
-					(int) getpid(), (unsigned long long) ev, kind_names[kind],
-					st.slots[slot].path);
+		/* always logged: the harness reports where each cut landed */
+		fprintf(stderr, "powerloss: %d cut before persist %llu: %s %s\n",
+				(int) getpid(), (unsigned long long) ev, kind_names[kind],
+				st.slots[slot].path);
 		atomic_store(&st.hdr->frozen, 1);
 		atomic_store(&st.hdr->cut_pid, (uint32_t) getpid());
 		leave_persist();

@@ -17,11 +17,16 @@ import random
 import threading
 import time
 
-import psycopg
-
 from bench.testsuite.acks import AckLog, verify_acks
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.model import CheckFailed
+from bench.testsuite.oltpload import (
+    RECOVERY_MARKERS,
+    recorder,
+    tpcb_consistency,
+    ycsb_a_script,
+    ycsb_load,
+)
 from bench.testsuite.pgamcheck import run_amcheck
 from bench.testsuite.proc import TIMED_LOAD_NICE, Background, yield_cpu
 
@@ -32,85 +37,9 @@ ROUNDS = ("tpcb",) * 3
 #: configurations writing WAL through libpmem2: the write path under test
 WAL_PMEM_ROUNDS = ("tpcb", "ycsb_a") * 5
 YCSB_ROWS = 20_000  # ~1 KB rows: ~22 MB, larger than the test clusters' shared_buffers
-YCSB_FIELDS = 10
-#: YCSB-A for pgbench: 50% reads of a whole row, 50% updates of one field (always field0:
-#: pgbench cannot choose a column)
-YCSB_A = f"""\\set r random(1, 100)
-\\set k 1 + permute(random_zipfian(0, {YCSB_ROWS - 1}, 1.01), {YCSB_ROWS})
-\\if :r <= 50
-SELECT * FROM usertable WHERE ycsb_key = :k;
-\\else
-UPDATE usertable SET field0 = md5(random()::text) || md5(random()::text) || repeat('u', 36)
- WHERE ycsb_key = :k;
-\\endif
-"""
+YCSB_A = ycsb_a_script(YCSB_ROWS)
 KILL_AFTER = (3.0, 8.0)
 ROUND_ID_STRIDE = 1_000_000_000  # round r writes ids r*STRIDE+1, r*STRIDE+2, ...
-
-RECOVERY_MARKERS = (
-    "database system was interrupted",
-    "not properly shut down",
-    "redo starts at",
-    "redo done at",
-)
-
-
-def _recorder(
-    env: EngineEnv, log: AckLog, first_id: int, stop: threading.Event, errors: list[BaseException]
-) -> None:
-    """Insert rows with increasing ids in autocommit; acknowledge an id once COMMIT returned."""
-    try:
-        conn = env.server.connect(DB)
-    except BaseException as e:
-        errors.append(e)
-        return
-    ident = first_id
-    try:
-        with conn:
-            while not stop.is_set():
-                log.sending(ident)
-                conn.execute("INSERT INTO acks (id, at) VALUES (%s, clock_timestamp())", (ident,))
-                log.acknowledge(ident)  # autocommit: execute() returned => COMMIT acknowledged
-                ident += 1
-    except psycopg.Error:
-        pass  # the server was killed under us: expected
-    except BaseException as e:
-        errors.append(e)
-
-
-def _consistency(env: EngineEnv) -> str:
-    with env.server.connect(DB) as c:
-        row = c.execute("""
-            SELECT (SELECT sum(abalance) FROM pgbench_accounts),
-                   (SELECT sum(tbalance) FROM pgbench_tellers),
-                   (SELECT sum(bbalance) FROM pgbench_branches),
-                   (SELECT coalesce(sum(delta), 0) FROM pgbench_history),
-                   (SELECT count(*) FROM pgbench_history),
-                   (SELECT count(*) FROM pgbench_accounts)""").fetchone()
-    assert row is not None
-    acc, tel, bra, hist, nhist, nacc = row
-    if nacc != SCALE * 100_000:
-        raise CheckFailed(f"pgbench_accounts has {nacc} rows, expected {SCALE * 100_000}")
-    if not (acc == tel == bra == hist):
-        raise CheckFailed(
-            f"pgbench balances inconsistent after recovery: sum(abalance)={acc} "
-            f"sum(tbalance)={tel} sum(bbalance)={bra} sum(delta)={hist}"
-        )
-    if nhist == 0:
-        raise CheckFailed("pgbench_history is empty: the load committed nothing")
-    return f"pgbench consistent: sum(abalance)=sum(delta)={acc} over {nhist} transactions"
-
-
-def _ycsb_load(env: EngineEnv) -> None:
-    """``usertable``: a key and ten 100-byte fields per row, :data:`YCSB_ROWS` rows."""
-    fields = ", ".join(f"field{i} text" for i in range(YCSB_FIELDS))
-    values = ", ".join("repeat(md5(g::text), 3) || repeat('y', 4)" for _ in range(YCSB_FIELDS))
-    with env.server.connect(DB) as c:
-        c.execute(f"CREATE TABLE usertable (ycsb_key int PRIMARY KEY, {fields})")
-        c.execute(
-            f"INSERT INTO usertable SELECT g, {values} FROM generate_series(1, {YCSB_ROWS}) g"
-        )
-        c.execute("VACUUM ANALYZE usertable")
 
 
 def _load_command(env: EngineEnv, workload: str) -> list[str]:
@@ -159,7 +88,7 @@ def crash(env: EngineEnv, limit: float) -> str:
     with env.server.connect(DB) as c:
         c.execute("CREATE TABLE acks (id bigint PRIMARY KEY, at timestamptz)")
     if "ycsb_a" in rounds:
-        _ycsb_load(env)
+        ycsb_load(env.server, DB, YCSB_ROWS)
 
     total_checked = 0
     notes = []
@@ -175,7 +104,9 @@ def crash(env: EngineEnv, limit: float) -> str:
             env=env.client_env(),
             as_server=True,
         )
-        rec = threading.Thread(target=_recorder, args=(env, log, first, stop, errors), daemon=True)
+        rec = threading.Thread(
+            target=recorder, args=(env.server, DB, log, first, stop, errors), daemon=True
+        )
         try:
             rec.start()
             delay = rng.uniform(*KILL_AFTER)
@@ -238,7 +169,7 @@ def crash(env: EngineEnv, limit: float) -> str:
     if not final.ok:
         raise CheckFailed(f"after {len(rounds)} crashes: {final.describe()}")
     amc = run_amcheck(env, [DB], max(60.0, limit / 3), "crash-amcheck.log")
-    cons = _consistency(env)
+    cons = tpcb_consistency(env.server, DB, SCALE)
     if "ycsb_a" in rounds:
         with env.server.connect(DB) as c:
             n = c.execute("SELECT count(*) FROM usertable").fetchone()
