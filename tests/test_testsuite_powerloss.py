@@ -110,14 +110,16 @@ def test_landing() -> None:
 
 
 def test_plan_cuts() -> None:
-    assert powerloss.plan_cuts(3, pmem=False) == [
+    plan = powerloss.plan_cuts(3, pmem=False)
+    assert [(c.workload, c.harsh) for c in plan] == [
         ("tpcb", False),
         ("ycsb_a", False),
         ("tpcb", False),
     ]
-    plan = powerloss.plan_cuts(5, pmem=True)
-    assert [w for w, _ in plan] == ["tpcb", "ycsb_a", "tpcb", "ycsb_a", "tpcb"]
-    assert [h for _, h in plan] == [False, True, False, True, False]
+    plan = powerloss.plan_cuts(6, pmem=True)
+    assert [c.workload for c in plan] == ["tpcb", "ycsb_a"] * 3
+    assert [c.harsh for c in plan] == [False, True] * 3
+    assert [c.moment for c in plan] == ["load", "load", "checkpoint"] * 2
 
 
 def test_applies_to_stock_and_the_write_path() -> None:

@@ -6,6 +6,7 @@ logged once COMMIT returned, :mod:`bench.testsuite.acks`), TPC-B's balances."""
 from __future__ import annotations
 
 import threading
+import time
 
 import psycopg
 
@@ -56,9 +57,11 @@ def recorder(
     first_id: int,
     stop: threading.Event,
     errors: list[BaseException],
+    hold: threading.Event | None = None,
 ) -> None:
     """Insert rows into ``acks`` with increasing ids in autocommit; acknowledge an id once
-    COMMIT returned. Ends quietly when the server goes away under it."""
+    COMMIT returned. Ends quietly when the server goes away under it. While ``hold`` is
+    set, it sends nothing."""
     try:
         conn = server.connect(db)
     except BaseException as e:
@@ -68,6 +71,9 @@ def recorder(
     try:
         with conn:
             while not stop.is_set():
+                if hold is not None and hold.is_set():
+                    time.sleep(0.01)
+                    continue
                 log.sending(ident)
                 conn.execute("INSERT INTO acks (id, at) VALUES (%s, clock_timestamp())", (ident,))
                 log.acknowledge(ident)  # autocommit: execute() returned => COMMIT acknowledged

@@ -193,8 +193,25 @@ def landing(server_log: str) -> Landing | None:
     return Landing(int(ev), kind, path)
 
 
-def plan_cuts(n: int, pmem: bool) -> list[tuple[str, bool]]:
-    """(workload, harsh) of each of ``n`` cuts: TPC-B and YCSB-A alternating; the harsh
-    model (unpersisted cache lines of mapped files kept at random) on every second cut of
-    a configuration with a pmem path, never on the others (no mapped file to keep)."""
-    return [("tpcb" if i % 2 == 0 else "ycsb_a", pmem and i % 2 == 1) for i in range(n)]
+@dataclass(frozen=True)
+class PlannedCut:
+    workload: str  # tpcb | ycsb_a
+    harsh: bool  # the harsh model at materialize
+    moment: str  # "load": K persists into the load; "checkpoint": K persists into a CHECKPOINT
+
+
+def plan_cuts(n: int, pmem: bool) -> list[PlannedCut]:
+    """The ``n`` cuts of a configuration: TPC-B and YCSB-A alternating; every third cut
+    inside a checkpoint (the load held, K persists into a ``CHECKPOINT``: its data fsyncs
+    or persists, its WAL and control file), the others anywhere in the load (where WAL
+    persists dominate); the harsh model (unpersisted cache lines of mapped files kept at
+    random) on every second cut of a configuration with a pmem path, never elsewhere (no
+    mapped file to keep)."""
+    return [
+        PlannedCut(
+            "tpcb" if i % 2 == 0 else "ycsb_a",
+            pmem and i % 2 == 1,
+            "checkpoint" if i % 3 == 2 else "load",
+        )
+        for i in range(n)
+    ]

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import random
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -63,6 +65,11 @@ CUT_WINDOW = 2.0  # the cut lands within about this many seconds of load
 CUT_WAIT = 60.0  # no cut after this long: the load stalled
 STIR_EVERY = 0.3  # seconds between the stirring client's CHECKPOINT / pg_switch_wal()
 PORT_OFFSET = 100  # the cut cluster's port: the configuration's + this
+#: a cut into a CHECKPOINT: K drawn in 1..this (persists of one checkpoint of the cluster:
+#: its relation files, SLRUs, WAL, control file, directories)
+CHECKPOINT_PERSISTS = 40
+HOLD_SETTLE = 0.2  # seconds for the held load's last commits to finish
+CHECKPOINT_WAIT = 3.0  # seconds for the cut inside the checkpoint before the load resumes
 
 
 def applies(cfg: configs.Config) -> str | None:
@@ -142,16 +149,31 @@ def _template(env: EngineEnv, root: Path) -> clu.Cluster:
     return tmpl
 
 
-def _stirrer(server: Server, stop: threading.Event) -> None:
-    """CHECKPOINT and pg_switch_wal() in turn until stopped or the server goes away."""
+def _stirrer(server: Server, stop: threading.Event, hold: threading.Event) -> None:
+    """CHECKPOINT and pg_switch_wal() in turn (not while ``hold`` is set) until stopped or
+    the server goes away."""
     try:
         with server.connect() as c:
             n = 0
             while not stop.wait(STIR_EVERY):
+                if hold.is_set():
+                    continue
                 c.execute("CHECKPOINT" if n % 2 == 0 else "SELECT pg_switch_wal()")
                 n += 1
     except psycopg.Error:
         pass  # the cut: the server was killed under us
+
+
+def _checkpoint(server: Server) -> None:
+    """One CHECKPOINT (in its own thread: a cut inside it leaves it waiting)."""
+    with contextlib.suppress(psycopg.Error), server.connect() as c:
+        c.execute("CHECKPOINT")
+
+
+def _signal_group(bench: proc.Background, sig: int) -> None:
+    """``sig`` to pgbench's process group (runuser, env and pgbench itself)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(bench.proc.pid, sig)
 
 
 def _wait_gone(datadir: Path, timeout: float = 30.0) -> None:
@@ -166,6 +188,7 @@ def _wait_gone(datadir: Path, timeout: float = 30.0) -> None:
 class Cut:
     number: int
     workload: str
+    moment: str  # load | checkpoint (powerloss.PlannedCut)
     harsh_seed: int | None
     after_events: int = 0  # K of "powerloss cut +K"
     landed: powerloss.Landing | None = None
@@ -175,10 +198,49 @@ class Cut:
 
     def describe(self) -> str:
         where = self.landed.describe() if self.landed else "?"
-        out = f"c{self.number} {self.workload} +{self.after_events} at {where}, {self.acked} acked"
+        into = " into a CHECKPOINT" if self.moment == "checkpoint" else ""
+        out = (
+            f"c{self.number} {self.workload} +{self.after_events}{into} at {where}, "
+            f"{self.acked} acked"
+        )
         if self.lines is not None:
             out += f", harsh {self.harsh_seed}: {self.lines[1]}/{self.lines[0]} lines kept"
         return out
+
+
+def _arm_in_checkpoint(
+    env: EngineEnv,
+    srv: Server,
+    shadow: Path,
+    bench: proc.Background,
+    hold: threading.Event,
+    cut: Cut,
+    frac: float,
+) -> None:
+    """The cut K persists into a CHECKPOINT: the load held (pgbench stopped, the recorder
+    and the stirrer waiting), the cut armed, a CHECKPOINT started; if it makes fewer than
+    K persists, the load resumes and the cut lands in it."""
+    hold.set()
+    _signal_group(bench, signal.SIGSTOP)
+    time.sleep(HOLD_SETTLE)
+    cut.after_events = powerloss.cut_after(frac, CHECKPOINT_PERSISTS, 1.0)
+    _pl(env, ["cut", shadow, f"+{cut.after_events}"], "powerloss-cut.log")
+    threading.Thread(target=_checkpoint, args=(srv,), daemon=True).start()
+    ran = env.run_tool(
+        [str(powerloss.tool()), "stats", str(shadow)], timeout=30, log_name="powerloss-stats.log"
+    )
+    deadline = time.monotonic() + CHECKPOINT_WAIT
+    while powerloss.parse_stats(ran.output).counters.get("cut_pid", 0) == 0:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+        ran = env.run_tool(
+            [str(powerloss.tool()), "stats", str(shadow)],
+            timeout=30,
+            log_name="powerloss-stats.log",
+        )
+    _signal_group(bench, signal.SIGCONT)
+    hold.clear()
 
 
 def _one_cut(
@@ -216,10 +278,11 @@ def _one_cut(
     )
     log = AckLog()
     stop = threading.Event()
+    hold = threading.Event()
     errors: list[BaseException] = []
     threads = [
-        threading.Thread(target=recorder, args=(srv, DB, log, 1, stop, errors), daemon=True),
-        threading.Thread(target=_stirrer, args=(srv, stop), daemon=True),
+        threading.Thread(target=recorder, args=(srv, DB, log, 1, stop, errors, hold), daemon=True),
+        threading.Thread(target=_stirrer, args=(srv, stop, hold), daemon=True),
     ]
     try:
         for t in threads:
@@ -227,12 +290,15 @@ def _one_cut(
         time.sleep(WARMUP)
         if bench.proc.poll() is not None:
             raise CheckFailed(f"cut {cut.number}: pgbench exited early:\n{bench.output()[-2000:]}")
-        s0, t0 = _stats(env, shadow), time.monotonic()
-        time.sleep(RATE_WINDOW)
-        s1 = _stats(env, shadow)
-        rate = (s1.events - s0.events) / max(1e-3, time.monotonic() - t0)
-        cut.after_events = powerloss.cut_after(frac, rate, CUT_WINDOW)
-        _pl(env, ["cut", shadow, f"+{cut.after_events}"], "powerloss-cut.log")
+        if cut.moment == "checkpoint":
+            _arm_in_checkpoint(env, srv, shadow, bench, hold, cut, frac)
+        else:
+            s0, t0 = _stats(env, shadow), time.monotonic()
+            time.sleep(RATE_WINDOW)
+            s1 = _stats(env, shadow)
+            rate = (s1.events - s0.events) / max(1e-3, time.monotonic() - t0)
+            cut.after_events = powerloss.cut_after(frac, rate, CUT_WINDOW)
+            _pl(env, ["cut", shadow, f"+{cut.after_events}"], "powerloss-cut.log")
         ran = env.run_tool(
             [str(powerloss.tool()), "cut-wait", str(shadow), str(CUT_WAIT)],
             timeout=CUT_WAIT + 30,
@@ -253,6 +319,7 @@ def _one_cut(
         with contextlib.suppress(CheckFailed):
             _pl(env, ["kill", shadow], "powerloss-kill.log")
         stop.set()
+        hold.clear()
         bench.stop()
         _wait_gone(data)
         for t in threads:
@@ -338,10 +405,10 @@ def powerloss_check(env: EngineEnv, limit: float) -> str:
     t_tmpl = time.monotonic() - t0
     cuts: list[Cut] = []
     try:
-        for n, (workload, harsh) in enumerate(powerloss.plan_cuts(kn.cuts, pmem), start=1):
+        for n, planned in enumerate(powerloss.plan_cuts(kn.cuts, pmem), start=1):
             frac = rng.random()
             seed = rng.randrange(1, 1 << 31)
-            cut = Cut(n, workload, seed if harsh else None)
+            cut = Cut(n, planned.workload, planned.moment, seed if planned.harsh else None)
             _one_cut(env, tmpl, root, cut, kn, frac)
             cuts.append(cut)
     finally:
