@@ -44,7 +44,7 @@ from bench.core import configs, osuser, paths
 from bench.core.server import Server
 from bench.testsuite import powerloss, proc
 from bench.testsuite.acks import AckLog, verify_acks
-from bench.testsuite.context import STATEMENT_TIMEOUT_MS, EngineEnv
+from bench.testsuite.context import STATEMENT_TIMEOUT_MS, EngineEnv, pick_port
 from bench.testsuite.model import CheckFailed, CheckSkipped
 from bench.testsuite.oltpload import (
     RECOVERY_MARKERS,
@@ -68,7 +68,7 @@ CUT_WINDOW = 2.0  # the cut lands within about this many seconds of load
 CUT_WAIT = 60.0  # no cut after this long: the load stalled
 STIR_EVERY = 0.3  # seconds between the stirring client's steps
 NEW_TABLE_ROWS = 2_000  # rows of each table the stirring client creates
-PORT_OFFSET = 100  # the cut cluster's port: the configuration's + this
+PORT_OFFSET = 100  # the cut cluster's port: the first free one from the configuration's + this
 #: a cut into a CHECKPOINT: K drawn in 1..this (persists of one checkpoint of the cluster:
 #: its relation files, SLRUs, WAL, control file, directories)
 CHECKPOINT_PERSISTS = 40
@@ -129,7 +129,7 @@ def _template(env: EngineEnv, root: Path) -> clu.Cluster:
         name=f"{env.server.name}-pl",
         engine=env.engine,
         storage=env.config.storage,
-        port=env.server.cluster.spec.port + PORT_OFFSET,
+        port=pick_port(env.server.cluster.spec.port + PORT_OFFSET, set()),
         flavour=env.server.cluster.spec.flavour,
         settings={**env.server.settings, **EXTRA_SETTINGS},
         environment=dict(env.config.environment),
