@@ -238,7 +238,7 @@ def _records() -> list[dict[str, Any]]:
                 _rec(
                     Job("bufman", "nvm-4k", v, t, 4096, 80),
                     [g * 0.9, g, g * 1.1],
-                    pmem2_granularity="cache_line" if v == "pmem2-cl" else None,
+                    pmem2_granularity="cache-line" if v == "pmem2-cl" else None,
                 )
             )
         for v in ("pread", "mmap"):
@@ -374,7 +374,7 @@ def test_smoke_run_every_benchmark(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         assert "error" not in r["doc"], r
         assert analysis.check_doc(r["doc"]) == []
         if r["job"]["variant"] == "pmem2-cl":
-            assert r["doc"]["env"]["pmem2_granularity"] == "cache_line"
+            assert r["doc"]["env"]["pmem2_granularity"] == "cache-line"
         if r["job"]["variant"] == "pmemlog-cl":
             assert r["doc"]["env"]["pmem_is_pmem"] is True
     md = (tmp_path / "out" / "report.md").read_text()

@@ -154,7 +154,7 @@ def test_oltp_end_to_end(tmp_path: Path, test_clusters: None) -> None:
         assert x["latency"]["n"] > 0 and x["latency"]["p99_ms"] >= x["latency"]["p50_ms"]
         assert (out / "per_second" / f"{x['key']}-rep{x['rep']}.csv").is_file(), x["key"]
         if configs.BY_NAME[x["config"]].writes_wal_pmem:  # the environment reached the server
-            assert x["wal_pmem"] == {"granularity": "cache line", "forced": True}, x["key"]
+            assert x["wal_pmem"] == {"granularity": "cache-line", "forced": True}, x["key"]
         else:
             assert "wal_pmem" not in x
     mem = [x for x in runs if "-mem" in x["key"]]
@@ -167,7 +167,7 @@ def test_oltp_end_to_end(tmp_path: Path, test_clusters: None) -> None:
     assert "## Anti-caching" in md
     assert all(n in md for n in names)
     if "nvm_base_walpmem_cl" in names:
-        assert "`nvm_base_walpmem_cl` cache line (forced)" in md
+        assert "`nvm_base_walpmem_cl` cache-line (forced)" in md
 
     for storage in ("disk", "nvm"):
         _check_nothing_lost(targets.cluster_name(PREFIX, RECORDS, storage))

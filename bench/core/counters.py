@@ -116,13 +116,13 @@ def read_prefetch_pool(conn: psycopg.Connection[Any], schema: str | None = None)
 #: the LOG line of a server with nvm_wal = pmem (nvm_wal.c), once per start
 WAL_PMEM_LOG_RE = re.compile(
     r"LOG:  nvm_wal = pmem: WAL in \"(?P<dir>[^\"]+)\" is written through libpmem2 mappings, "
-    r"store granularity (?P<gran>byte|cache line|page)(?P<forced> \(forced by [^)]*\))?"
+    r"store granularity (?P<gran>byte|cache-line|page)(?P<forced> \(forced by [^)]*\))?"
 )
 
 
 def wal_pmem_logged(log_text: str) -> re.Match[str] | None:
     """The last ``nvm_wal = pmem`` start-up LOG line in ``log_text`` (groups ``dir``,
-    ``gran``: byte | cache line | page, ``forced``: set when PMEM2_FORCE_GRANULARITY chose
+    ``gran``: byte | cache-line | page, ``forced``: set when PMEM2_FORCE_GRANULARITY chose
     it), or None."""
     found = list(WAL_PMEM_LOG_RE.finditer(log_text))
     return found[-1] if found else None

@@ -31,7 +31,7 @@ const char *sb_granularity_name(enum pmem2_granularity g)
 {
     switch (g) {
     case PMEM2_GRANULARITY_BYTE: return "byte";
-    case PMEM2_GRANULARITY_CACHE_LINE: return "cache_line";
+    case PMEM2_GRANULARITY_CACHE_LINE: return "cache-line";
     case PMEM2_GRANULARITY_PAGE: return "page";
     }
     return "unknown";

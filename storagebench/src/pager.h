@@ -46,7 +46,7 @@ int sb_pager_close(struct sb_pager *p);
 int sb_pager_open_data(struct sb_ctx *c, int tid, bool writable);
 /* close_rep of a workload whose per-thread state starts with its pager. */
 int sb_pager_close_rep(struct sb_ctx *c, int tid);
-/* libpmem2's store granularity of the mapping ("byte", "cache_line",
+/* libpmem2's store granularity of the mapping ("byte", "cache-line",
  * "page"), "" for the other paths. */
 const char *sb_pager_granularity(const struct sb_pager *p);
 const char *sb_granularity_name(enum pmem2_granularity g);

@@ -163,12 +163,12 @@ static void test_pmem2_forced_cache_line(const char *dir)
     unsetenv("PMEM2_FORCE_GRANULARITY");
     EXPECT(sb_pager_open(&p, file, SB_PATH_PMEM2, 4096, true, err, sizeof err) == 0);
     const char *detected = sb_pager_granularity(&p);
-    EXPECT(strcmp(detected, "page") == 0 || strcmp(detected, "cache_line") == 0 ||
+    EXPECT(strcmp(detected, "page") == 0 || strcmp(detected, "cache-line") == 0 ||
            strcmp(detected, "byte") == 0);
     sb_pager_close(&p);
     setenv("PMEM2_FORCE_GRANULARITY", "CACHE_LINE", 1);
     EXPECT(sb_pager_open(&p, file, SB_PATH_PMEM2, 4096, true, err, sizeof err) == 0);
-    EXPECT(strcmp(sb_pager_granularity(&p), "cache_line") == 0);
+    EXPECT(strcmp(sb_pager_granularity(&p), "cache-line") == 0);
     sb_pager_close(&p);
     roundtrip(dir, SB_PATH_PMEM2, SB_PATH_PREAD, 4096);
     unsetenv("PMEM2_FORCE_GRANULARITY");

@@ -4,7 +4,7 @@ Three parts, each on the configuration's cluster:
 
 * granularity: the server logged the store granularity libpmem2 found in pg_wal and
   pgnvm_wal() reports the same; restarted with PMEM2_FORCE_GRANULARITY=CACHE_LINE it logs
-  and reports "cache line" (forced) and writes WAL through the forced path.
+  and reports "cache-line" (forced) and writes WAL through the forced path.
 * waldump: one deterministic single-session workload run with nvm_wal = file, then with
   nvm_wal = pmem, each on the same copy of the stopped cluster (same transaction ID, OID
   and WAL position: records written at a counter's boundary, such as the CLOG page zeroed
@@ -86,9 +86,9 @@ def _granularity(env: EngineEnv) -> str:
     finally:
         env.server.apply(environment=dict(env.config.environment))
         env.server.restart()  # in the configuration's own environment again
-    if forced.group("gran") != "cache line" or not forced.group("forced"):
+    if forced.group("gran") != "cache-line" or not forced.group("forced"):
         raise CheckFailed(f"with {FORCE_ENV}=CACHE_LINE the server logged {forced.group(0)!r}")
-    if (before["granularity"], before["forced_granularity"]) != ("cache line", "CACHE_LINE"):
+    if (before["granularity"], before["forced_granularity"]) != ("cache-line", "CACHE_LINE"):
         raise CheckFailed(f"with {FORCE_ENV}=CACHE_LINE pgnvm_wal() says {before}")
     grew = {k: int(after[k]) - int(before[k]) for k in ("bytes_written", "copies", "persists")}
     if n != (50,) or min(grew.values()) <= 0:
@@ -359,7 +359,7 @@ def _forced_on_disk(env: EngineEnv) -> str:
             real.rename(wal)
         env.server.cluster.start()
     line = logged.group(0)
-    if logged.group("gran") != "cache line" or not logged.group("forced"):
+    if logged.group("gran") != "cache-line" or not logged.group("forced"):
         raise CheckFailed(f"pg_wal on {fstype} with {FORCE_ENV}=CACHE_LINE logged {line!r}")
     if "then msync()" not in started:
         raise CheckFailed(

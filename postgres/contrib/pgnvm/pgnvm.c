@@ -266,10 +266,10 @@ pgnvm_wal(PG_FUNCTION_ARGS)
 
 	NvmWalGetInfo(&info);
 	values[0] = CStringGetTextDatum(nvm_wal_options[info.mode].name);
-	if (info.granularity == NVM_WAL_GRAN_NONE)
+	if (info.granularity == NVM_PMEM_GRAN_NONE)
 		nulls[1] = true;
 	else
-		values[1] = CStringGetTextDatum(NvmWalGranularityName(info.granularity));
+		values[1] = CStringGetTextDatum(NvmPmemGranularityName(info.granularity));
 	if (info.forced == NULL)
 		nulls[2] = true;
 	else

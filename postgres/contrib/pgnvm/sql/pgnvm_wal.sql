@@ -6,7 +6,7 @@ SELECT mode = current_setting('nvm_wal') AS mode_matches FROM pgnvm_wal();
 SELECT CASE mode
          WHEN 'file' THEN granularity IS NULL AND bytes_written = 0
                           AND copies = 0 AND persists = 0 AND mappings = 0
-         ELSE granularity IN ('byte', 'cache line', 'page')
+         ELSE granularity IN ('byte', 'cache-line', 'page')
        END AS consistent
   FROM pgnvm_wal();
 -- a commit that writes WAL: with pmem it is copied and persisted

@@ -26,6 +26,7 @@
 #define NVM_WAL_H
 
 #include "access/xlogdefs.h"
+#include "storage/nvm_pmem.h"
 #include "utils/guc.h"
 
 /* nvm_wal: how XLogWrite() writes and syncs WAL segments */
@@ -34,15 +35,6 @@ typedef enum NvmWalMode
 	NVM_WAL_FILE,				/* pg_pwrite() and fsync/fdatasync (stock) */
 	NVM_WAL_PMEM,				/* libpmem2: copy into a mapping, persist */
 } NvmWalMode;
-
-/* the store granularity pmem2 reports for pg_wal (enum pmem2_granularity) */
-typedef enum NvmWalGranularity
-{
-	NVM_WAL_GRAN_BYTE,			/* eADR: a fence makes stores durable */
-	NVM_WAL_GRAN_CACHE_LINE,	/* DAX + MAP_SYNC: cache-line flush + fence */
-	NVM_WAL_GRAN_PAGE,			/* page cache: msync() */
-	NVM_WAL_GRAN_NONE,			/* nvm_wal = file: nothing is mapped */
-} NvmWalGranularity;
 
 extern PGDLLIMPORT int nvm_wal;
 extern PGDLLIMPORT const struct config_enum_entry nvm_wal_options[];
@@ -54,7 +46,8 @@ extern PGDLLIMPORT int NvmWalMappedFd;
 typedef struct NvmWalInfo
 {
 	NvmWalMode	mode;
-	NvmWalGranularity granularity;	/* probed in pg_wal at server start */
+	NvmPmemGranularity granularity; /* probed in pg_wal at server start; NONE
+									 * with nvm_wal = file */
 	const char *forced;			/* PMEM2_FORCE_GRANULARITY, or NULL */
 	uint64		bytes_written;	/* copied into mappings */
 	uint64		copies;			/* pmem2 memcpy calls (XLogWrite() writes) */
@@ -67,7 +60,6 @@ typedef struct NvmWalInfo
 extern void NvmWalStartup(void);
 extern void NvmWalShmemInit(void);
 extern void NvmWalGetInfo(NvmWalInfo *info);
-extern const char *NvmWalGranularityName(NvmWalGranularity g);
 
 extern void nvm_wal_open(int fd, XLogSegNo segno, TimeLineID tli,
 						 XLogRecPtr write_upto);

@@ -4,11 +4,12 @@
  *	  pgnvm: WAL segments written through libpmem2 mappings (nvm_wal = pmem).
  *
  * With nvm_wal = pmem, XLogWrite() (xlog.c, patch 0013) hands three things
- * to this file instead of doing them with system calls:
+ * to this file instead of doing them with system calls (libpmem2 itself is
+ * reached through storage/file/nvm_pmem.c, the one seam to it):
  *
  *	1. When it opens a segment for writing (XLogFileInit() at a segment
  *	   switch, XLogFileOpen() otherwise), nvm_wal_open() maps the whole
- *	   segment with pmem2_map_new() (MAP_SHARED, MAP_SYNC where the file
+ *	   segment with NvmPmemMapFile() (MAP_SHARED, MAP_SYNC where the file
  *	   system offers it) and pre-faults, writable, every page this process
  *	   can still write (MADV_POPULATE_WRITE from the page being written to
  *	   the end), so that commits take no first-touch page faults.  The
@@ -16,7 +17,7 @@
  *	   unmaps it (segment switch, XLogBackgroundFlush() of an idle segment).
  *
  *	2. Instead of pg_pwrite(), nvm_wal_write() copies the WAL pages into
- *	   the mapping with pmem2's memcpy (non-temporal stores, no flush, no
+ *	   the mapping with NvmPmemCopy() (non-temporal stores, no flush, no
  *	   drain per page) and then drains once: one fence per XLogWrite() copy,
  *	   which covers every page of it.
  *
@@ -24,7 +25,7 @@
  *	   (XLogWrite() finishing a segment, and its flush step, reached from
  *	   XLogFlush(), XLogBackgroundFlush() and every other flush),
  *	   nvm_wal_persist() makes the range written since the last flush
- *	   durable through this process's mapping: one persist.
+ *	   durable through this process's mapping: one NvmPmemPersist().
  *
  * Who makes which bytes durable when.  XLogWrite() runs under WALWriteLock,
  * and the bytes between the shared flush pointer and the shared write
@@ -102,14 +103,9 @@
  */
 #include "postgres.h"
 
-#include <dlfcn.h>
 #include <fcntl.h>
-#include <linux/magic.h>
 #include <sys/mman.h>
-#include <sys/vfs.h>
 #include <unistd.h>
-
-#include <libpmem2.h>
 
 #include "access/nvm_wal.h"
 #include "access/xlog.h"
@@ -121,6 +117,7 @@
 #include "port/atomics.h"
 #include "portability/instr_time.h"
 #include "storage/fd.h"
+#include "storage/nvm_pmem.h"
 #include "storage/shmem.h"
 #include "utils/wait_event.h"
 
@@ -140,7 +137,7 @@ int			NvmWalMappedFd = -1;
  * What the probe at server start found in pg_wal; set in the postmaster (or
  * the single-user backend) and inherited by every child.
  */
-static NvmWalGranularity nvm_wal_granularity = NVM_WAL_GRAN_NONE;
+static NvmPmemGranularity nvm_wal_granularity = NVM_PMEM_GRAN_NONE;
 
 /*
  * Also msync() after the cache flushes: the granularity is finer than page
@@ -155,29 +152,10 @@ typedef struct NvmWalMapping
 	int			fd;				/* XLogWrite()'s descriptor, -1 if none */
 	XLogSegNo	segno;
 	TimeLineID	tli;
-	struct pmem2_map *map;
-	char	   *base;			/* first byte of the segment */
-	enum pmem2_granularity granularity;
-	pmem2_memcpy_fn memcpy_fn;
-	pmem2_persist_fn persist_fn;
-	pmem2_drain_fn drain_fn;
+	NvmPmemMap	pm;				/* libpmem2's mapping of the whole segment */
 } NvmWalMapping;
 
 static NvmWalMapping nvm_wal_seg = {.fd = -1};
-
-/*
- * The power-loss check's hook: pgnvm_powerloss_persisted() of
- * libpowerloss.so (powerloss/include/powerloss.h), present only when the
- * check preloads that library.  A persist at cache-line granularity makes no
- * system call, so the library must be told of each one, after it completed,
- * with the range persisted.  Looked up once per process, at its first
- * mapping; NULL in every ordinary run (one test per persist).
- */
-static void (*nvm_wal_powerloss_persisted) (const void *addr, size_t len);
-static bool nvm_wal_powerloss_looked_up = false;
-
-/* the OS page size, msync()'s unit (set by NvmWalStartup()) */
-static size_t nvm_wal_page_size = 4096;
 
 /* a segment that could not be mapped is written with write(); say so once */
 static bool nvm_wal_failure_logged = false;
@@ -204,126 +182,19 @@ static NvmWalShared *NvmWalCounters = NULL;
 /* the probe file, created and removed in pg_wal at server start */
 #define NVM_WAL_PROBE_FILE	"pgnvm_probe"
 
-static NvmWalGranularity
-nvm_wal_from_pmem2(enum pmem2_granularity g)
-{
-	switch (g)
-	{
-		case PMEM2_GRANULARITY_BYTE:
-			return NVM_WAL_GRAN_BYTE;
-		case PMEM2_GRANULARITY_CACHE_LINE:
-			return NVM_WAL_GRAN_CACHE_LINE;
-		case PMEM2_GRANULARITY_PAGE:
-			return NVM_WAL_GRAN_PAGE;
-	}
-	return NVM_WAL_GRAN_NONE;	/* not reached */
-}
-
 /*
- * NvmWalGranularityName -- the name pgnvm_wal() and the log use.
+ * nvm_wal_persist_method -- how a persist is done at granularity g, for the
+ * start-up LOG line.
  */
-const char *
-NvmWalGranularityName(NvmWalGranularity g)
-{
-	switch (g)
-	{
-		case NVM_WAL_GRAN_BYTE:
-			return "byte";
-		case NVM_WAL_GRAN_CACHE_LINE:
-			return "cache line";
-		case NVM_WAL_GRAN_PAGE:
-			return "page";
-		case NVM_WAL_GRAN_NONE:
-			break;
-	}
-	return "none";
-}
-
-/* how a persist is done at that granularity, for the log */
 static const char *
-nvm_wal_persist_method(NvmWalGranularity g, bool also_msync)
+nvm_wal_persist_method(NvmPmemGranularity g, bool also_msync)
 {
-	switch (g)
-	{
-		case NVM_WAL_GRAN_BYTE:
-			return also_msync ?
-				"a fence, then msync(): the files cannot be mapped with MAP_SYNC, so a fence alone would not make WAL durable" :
-				"a fence, no cache flush and no system call";
-		case NVM_WAL_GRAN_CACHE_LINE:
-			return also_msync ?
-				"cache-line flushes and a fence, then msync(): the files cannot be mapped with MAP_SYNC, so flushes alone would not make WAL durable" :
-				"cache-line flushes and a fence, no system call";
-		case NVM_WAL_GRAN_PAGE:
-			return "msync()";
-		case NVM_WAL_GRAN_NONE:
-			break;
-	}
-	return "nothing";
-}
-
-/*
- * nvm_wal_map_fd -- map the whole file behind fd with libpmem2.
- *
- * Returns the pmem2 error code (0 on success); pmem2_errormsg() says why.
- */
-static int
-nvm_wal_map_fd(int fd, struct pmem2_map **map)
-{
-	struct pmem2_source *src;
-	struct pmem2_config *cfg;
-	int			rc;
-
-	*map = NULL;
-	rc = pmem2_source_from_fd(&src, fd);
-	if (rc != 0)
-		return rc;
-	rc = pmem2_config_new(&cfg);
-	if (rc != 0)
-	{
-		pmem2_source_delete(&src);
-		return rc;
-	}
-	/* accept whatever the file system gives; we ask which one it was */
-	rc = pmem2_config_set_required_store_granularity(cfg,
-													 PMEM2_GRANULARITY_PAGE);
-	if (rc == 0)
-		rc = pmem2_map_new(map, cfg, src);
-	pmem2_config_delete(&cfg);
-	pmem2_source_delete(&src);
-	return rc;
-}
-
-/*
- * nvm_wal_map_sync_ok -- can the file open as fd be mapped with MAP_SYNC
- * (a DAX file system on persistent memory), so that cache flushes are
- * enough to make stores through the mapping durable?
- */
-static bool
-nvm_wal_map_sync_ok(int fd)
-{
-#if defined(MAP_SYNC) && defined(MAP_SHARED_VALIDATE)
-	void	   *addr = mmap(NULL, XLOG_BLCKSZ, PROT_READ | PROT_WRITE,
-							MAP_SHARED_VALIDATE | MAP_SYNC, fd, 0);
-
-	if (addr == MAP_FAILED)
-		return false;
-	(void) munmap(addr, XLOG_BLCKSZ);
-	return true;
-#else
-	return false;
-#endif
-}
-
-/*
- * nvm_wal_on_tmpfs -- is the file open as fd on tmpfs, where its pages in
- * memory are all there is and msync() writes nothing back?
- */
-static bool
-nvm_wal_on_tmpfs(int fd)
-{
-	struct statfs st;
-
-	return fstatfs(fd, &st) == 0 && st.f_type == TMPFS_MAGIC;
+	if (!NvmPmemFlushes(g))
+		return NvmPmemPersistMethod(g);
+	return psprintf("%s, %s", NvmPmemPersistMethod(g),
+					also_msync ?
+					"then msync(): the files cannot be mapped with MAP_SYNC, so flushes alone would not make WAL durable" :
+					"no system call");
 }
 
 /*
@@ -345,13 +216,12 @@ NvmWalStartup(void)
 	const char *forced;
 	char		pattern[64];
 	char		readback[sizeof(pattern)];
-	struct pmem2_map *map;
+	NvmPmemMap	pm;
 	int			fd;
 	int			rc;
 
 	if (nvm_wal != NVM_WAL_PMEM)
 		return;
-	nvm_wal_page_size = (size_t) sysconf(_SC_PAGESIZE);
 
 	if (io_direct_flags & IO_DIRECT_WAL)
 		ereport(FATAL,
@@ -384,10 +254,10 @@ NvmWalStartup(void)
 				 errmsg("could not write to file \"%s\": %m", path)));
 	}
 
-	rc = nvm_wal_map_fd(fd, &map);
+	rc = NvmPmemMapFile(fd, &pm);
 	if (rc != 0)
 	{
-		char	   *reason = pstrdup(pmem2_errormsg());
+		char	   *reason = pstrdup(NvmPmemErrorMessage());
 
 		close(fd);
 		(void) unlink(path);
@@ -403,14 +273,24 @@ NvmWalStartup(void)
 	/* a store through the mapping must be what read() sees */
 	for (int i = 0; i < (int) sizeof(pattern); i++)
 		pattern[i] = (char) (0xA5 ^ i);
-	pmem2_get_memcpy_fn(map) (pmem2_map_get_address(map), pattern,
-							  sizeof(pattern), PMEM2_F_MEM_NONTEMPORAL);
-	pmem2_get_persist_fn(map) (pmem2_map_get_address(map), sizeof(pattern));
-	nvm_wal_granularity =
-		nvm_wal_from_pmem2(pmem2_map_get_store_granularity(map));
-	pmem2_map_delete(&map);
-	if (nvm_wal_granularity != NVM_WAL_GRAN_PAGE)
-		nvm_wal_also_msync = !nvm_wal_map_sync_ok(fd) && !nvm_wal_on_tmpfs(fd);
+	NvmPmemCopy(&pm, 0, pattern, sizeof(pattern));
+	nvm_wal_granularity = pm.granularity;
+	if (NvmPmemFlushes(nvm_wal_granularity))
+		nvm_wal_also_msync = !NvmPmemMapSyncOk(fd, XLOG_BLCKSZ) &&
+			!NvmPmemOnTmpfs(fd);
+	if (NvmPmemPersist(&pm, pm.base, sizeof(pattern), nvm_wal_also_msync) != 0)
+	{
+		int			save_errno = errno;
+
+		(void) NvmPmemRelease(&pm);
+		close(fd);
+		(void) unlink(path);
+		errno = save_errno;
+		ereport(FATAL,
+				(errcode_for_file_access(),
+				 errmsg("could not msync file \"%s\": %m", path)));
+	}
+	(void) NvmPmemRelease(&pm);
 
 	if (pg_pread(fd, readback, sizeof(readback), 0) != sizeof(readback) ||
 		memcmp(readback, pattern, sizeof(pattern)) != 0)
@@ -429,10 +309,10 @@ NvmWalStartup(void)
 				(errcode_for_file_access(),
 				 errmsg("could not remove file \"%s\": %m", path)));
 
-	forced = getenv("PMEM2_FORCE_GRANULARITY");
+	forced = NvmPmemForced();
 	ereport(LOG,
 			(errmsg("nvm_wal = pmem: WAL in \"%s\" is written through libpmem2 mappings, store granularity %s%s%s%s (persist: %s)",
-					walpath, NvmWalGranularityName(nvm_wal_granularity),
+					walpath, NvmPmemGranularityName(nvm_wal_granularity),
 					forced ? " (forced by PMEM2_FORCE_GRANULARITY=" : "",
 					forced ? forced : "",
 					forced ? ")" : "",
@@ -473,8 +353,7 @@ NvmWalGetInfo(NvmWalInfo *info)
 	memset(info, 0, sizeof(*info));
 	info->mode = (NvmWalMode) nvm_wal;
 	info->granularity = nvm_wal_granularity;
-	info->forced = nvm_wal == NVM_WAL_PMEM ?
-		getenv("PMEM2_FORCE_GRANULARITY") : NULL;
+	info->forced = nvm_wal == NVM_WAL_PMEM ? NvmPmemForced() : NULL;
 	if (NvmWalCounters == NULL)
 		return;
 	info->bytes_written = pg_atomic_read_u64(&NvmWalCounters->bytes_written);
@@ -501,8 +380,7 @@ NvmWalGetInfo(NvmWalInfo *info)
 void
 nvm_wal_open(int fd, XLogSegNo segno, TimeLineID tli, XLogRecPtr write_upto)
 {
-	struct pmem2_map *map;
-	char	   *base;
+	NvmPmemMap	pm;
 	size_t		from;
 	int			rc;
 	instr_time	start;
@@ -515,37 +393,33 @@ nvm_wal_open(int fd, XLogSegNo segno, TimeLineID tli, XLogRecPtr write_upto)
 	Assert(nvm_wal_seg.fd < 0);
 	Assert(NvmWalMappedFd < 0);
 
-	rc = nvm_wal_map_fd(fd, &map);
-	if (rc == 0 && pmem2_map_get_size(map) != (size_t) wal_segment_size)
+	rc = NvmPmemMapFile(fd, &pm);
+	if (rc != 0 || pm.size != (size_t) wal_segment_size)
 	{
-		pmem2_map_delete(&map);
-		rc = PMEM2_E_MAP_RANGE;
-	}
-	if (rc != 0)
-	{
+		const char *reason = rc != 0 ? NvmPmemErrorMessage() :
+			"the file is not one segment long";
+
 		if (!nvm_wal_failure_logged)
 			ereport(LOG,
 					(errmsg("nvm_wal = pmem: could not map WAL segment %X of timeline %u, writing it with write(): %s",
-							(uint32) segno, tli,
-							rc == PMEM2_E_MAP_RANGE ? "the file is not one segment long" :
-							pmem2_errormsg())));
+							(uint32) segno, tli, reason)));
+		(void) NvmPmemRelease(&pm);
 		nvm_wal_failure_logged = true;
 		NVM_WAL_COUNT(mapping_failures, 1);
 		return;
 	}
-	base = pmem2_map_get_address(map);
 
 	/* pre-fault, writable, every page this process can still write */
 	from = XLogSegmentOffset(write_upto - 1, wal_segment_size);
 	from = TYPEALIGN_DOWN(XLOG_BLCKSZ, from);
 	INSTR_TIME_SET_CURRENT(start);
 #ifdef MADV_POPULATE_WRITE
-	if (madvise(base + from, wal_segment_size - from, MADV_POPULATE_WRITE) != 0 &&
+	if (madvise(pm.base + from, wal_segment_size - from, MADV_POPULATE_WRITE) != 0 &&
 		errno != EINVAL)		/* EINVAL: kernel < 5.14, faults it is */
 	{
 		int			save_errno = errno;
 
-		pmem2_map_delete(&map);
+		(void) NvmPmemRelease(&pm);
 		if (!nvm_wal_failure_logged)
 		{
 			errno = save_errno;
@@ -564,19 +438,8 @@ nvm_wal_open(int fd, XLogSegNo segno, TimeLineID tli, XLogRecPtr write_upto)
 	nvm_wal_seg.fd = fd;
 	nvm_wal_seg.segno = segno;
 	nvm_wal_seg.tli = tli;
-	nvm_wal_seg.map = map;
-	nvm_wal_seg.base = base;
-	nvm_wal_seg.granularity = pmem2_map_get_store_granularity(map);
-	nvm_wal_seg.memcpy_fn = pmem2_get_memcpy_fn(map);
-	nvm_wal_seg.persist_fn = pmem2_get_persist_fn(map);
-	nvm_wal_seg.drain_fn = pmem2_get_drain_fn(map);
+	nvm_wal_seg.pm = pm;
 	NvmWalMappedFd = fd;
-	if (!nvm_wal_powerloss_looked_up)
-	{
-		nvm_wal_powerloss_persisted = (void (*) (const void *, size_t))
-			dlsym(RTLD_DEFAULT, "pgnvm_powerloss_persisted");
-		nvm_wal_powerloss_looked_up = true;
-	}
 
 	NVM_WAL_COUNT(mappings, 1);
 	NVM_WAL_COUNT(populate_usec, INSTR_TIME_GET_MICROSEC(elapsed));
@@ -595,10 +458,9 @@ nvm_wal_close(int fd)
 {
 	Assert(fd == nvm_wal_seg.fd);
 
-	if (pmem2_map_delete(&nvm_wal_seg.map) != 0)
-		elog(PANIC, "could not unmap WAL segment: %s", pmem2_errormsg());
+	if (NvmPmemRelease(&nvm_wal_seg.pm) != 0)
+		elog(PANIC, "could not unmap WAL segment: %s", NvmPmemErrorMessage());
 	nvm_wal_seg.fd = -1;
-	nvm_wal_seg.base = NULL;
 	NvmWalMappedFd = -1;
 }
 
@@ -606,11 +468,10 @@ nvm_wal_close(int fd)
  * nvm_wal_write -- pg_pwrite() of XLogWrite() through the mapping: copy
  * nbytes at segment offset `offset`, return nbytes.
  *
- * pmem2's memcpy with non-temporal stores, without flushing (the persist
- * flushes the whole range once; at page granularity a flush would be an
- * msync() per copy) and without draining per page; then one drain for the
- * whole copy, so that this CPU's write-combining buffers are empty before
- * WALWriteLock is released (see the file header).  A store cannot fail.
+ * NvmPmemCopy(): non-temporal stores, no flush (the persist flushes the
+ * whole range once), one drain for the whole copy, so that this CPU's
+ * write-combining buffers are empty before WALWriteLock is released (see
+ * the file header).  A store cannot fail.
  */
 ssize_t
 nvm_wal_write(int fd, const char *from, size_t nbytes, off_t offset)
@@ -618,10 +479,7 @@ nvm_wal_write(int fd, const char *from, size_t nbytes, off_t offset)
 	Assert(fd == nvm_wal_seg.fd);
 	Assert(offset >= 0 && offset + nbytes <= (size_t) wal_segment_size);
 
-	nvm_wal_seg.memcpy_fn(nvm_wal_seg.base + offset, from, nbytes,
-						  PMEM2_F_MEM_NONTEMPORAL | PMEM2_F_MEM_NOFLUSH |
-						  PMEM2_F_MEM_NODRAIN);
-	nvm_wal_seg.drain_fn();
+	NvmPmemCopy(&nvm_wal_seg.pm, (size_t) offset, from, nbytes);
 
 	NVM_WAL_COUNT(copies, 1);
 	NVM_WAL_COUNT(bytes_written, nbytes);
@@ -635,12 +493,11 @@ nvm_wal_write(int fd, const char *from, size_t nbytes, off_t offset)
  *
  * Everything before the segment was persisted when the previous segment was
  * finished (XLogWrite() syncs a segment as soon as it is full), so the range
- * lies in this segment.  Page granularity uses msync() directly rather than
- * pmem2's persist function, which abort()s on an error: a failure here is
- * PostgreSQL's PANIC with the file's name, as for a failed fdatasync().  A
- * finer granularity flushes the cache lines with pmem2's persist function,
- * followed by the same msync() when the mapping has no MAP_SYNC outside
- * tmpfs (nvm_wal_also_msync, see the file header).
+ * lies in this segment.  NvmPmemPersist() msync()s at page granularity (a
+ * failure is PostgreSQL's PANIC with the file's name, as for a failed
+ * fdatasync()); a finer granularity flushes the cache lines, followed by
+ * the same msync() when the mapping has no MAP_SYNC outside tmpfs
+ * (nvm_wal_also_msync, see the file header).
  * Timed and counted in pg_stat_io as the fsync it replaces.
  */
 void
@@ -669,29 +526,18 @@ nvm_wal_persist(int fd, XLogRecPtr flushed, XLogRecPtr written)
 	start = pgstat_prepare_io_time(track_wal_io_timing);
 	pgstat_report_wait_start(WAIT_EVENT_WAL_SYNC);
 
-	if (nvm_wal_seg.granularity != PMEM2_GRANULARITY_PAGE)
+	if (NvmPmemPersist(&nvm_wal_seg.pm, nvm_wal_seg.pm.base + from,
+					   upto - from, nvm_wal_also_msync) != 0)
 	{
-		nvm_wal_seg.persist_fn(nvm_wal_seg.base + from, upto - from);
-		/* the power-loss check sees no system call here: tell it */
-		if (nvm_wal_powerloss_persisted != NULL)
-			nvm_wal_powerloss_persisted(nvm_wal_seg.base + from, upto - from);
-	}
-	if (nvm_wal_seg.granularity == PMEM2_GRANULARITY_PAGE || nvm_wal_also_msync)
-	{
-		size_t		lo = TYPEALIGN_DOWN(nvm_wal_page_size, from);
+		char		xlogfname[MAXFNAMELEN];
+		int			save_errno = errno;
 
-		if (msync(nvm_wal_seg.base + lo, upto - lo, MS_SYNC) != 0)
-		{
-			char		xlogfname[MAXFNAMELEN];
-			int			save_errno = errno;
-
-			XLogFileName(xlogfname, nvm_wal_seg.tli, nvm_wal_seg.segno,
-						 wal_segment_size);
-			errno = save_errno;
-			ereport(PANIC,
-					(errcode_for_file_access(),
-					 errmsg("could not msync file \"%s\": %m", xlogfname)));
-		}
+		XLogFileName(xlogfname, nvm_wal_seg.tli, nvm_wal_seg.segno,
+					 wal_segment_size);
+		errno = save_errno;
+		ereport(PANIC,
+				(errcode_for_file_access(),
+				 errmsg("could not msync file \"%s\": %m", xlogfname)));
 	}
 
 	pgstat_report_wait_end();

@@ -75,13 +75,13 @@
  * With nvm_data_persist = pmem a block written back is made durable before
  * nvm_writev() returns, and nothing is registered: the checkpoint has no
  * fsync left to do for it.  How depends on what libpmem2 finds for the file
- * (asked once per read-write mapping, nvm_pmem_granularity()): at page
+ * (asked once per read-write mapping, NvmPmemProbe()): at page
  * granularity (tmpfs, a disk file system, DAX without MAP_SYNC) we call
  * msync(MS_SYNC) on the block's pages ourselves, so that a failure is an
  * error of ours (PANIC, as a failed checkpoint fsync) rather than libpmem2's
  * abort(); at cache-line or byte granularity (DAX with MAP_SYNC, or forced
  * with PMEM2_FORCE_GRANULARITY for emulation) libpmem2's persist function
- * for our own mapping (pmem2_map_from_existing()) flushes the block's cache
+ * for our own mapping (NvmPmemAdopt()) flushes the block's cache
  * lines and fences.  WAL-before-data is the buffer manager's, unchanged: it
  * flushes WAL up to the page's LSN before it calls us.  Writes the caller
  * will sync itself (skipFsync: bulk writes followed by smgrimmedsync()) are
@@ -97,13 +97,10 @@
  */
 #include "postgres.h"
 
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <libpmem2.h>
 
 #include "access/xlog.h"
 #include "common/file_perm.h"
@@ -121,6 +118,7 @@
 #include "storage/ipc.h"
 #include "storage/md.h"
 #include "storage/nvm_fault.h"
+#include "storage/nvm_pmem.h"
 #include "storage/nvm_prefetch.h"
 #include "storage/nvm_smgr.h"
 #include "storage/nvm_stats.h"
@@ -180,16 +178,16 @@ typedef struct NvmMapping
 
 	/*
 	 * nvm_data_persist = pmem, read-write mappings: how a written block is
-	 * persisted.  persist_fn is NULL at page granularity (we msync()), else
-	 * the persist function of pmap, libpmem2's view of this very mapping.
-	 * also_fsync: cache flushes were forced (PMEM2_FORCE_GRANULARITY) on a
-	 * mapping without MAP_SYNC, where they make nothing durable: the block is
-	 * also registered for the checkpoint's fsync.
+	 * persisted.  pm is libpmem2's view of this very mapping at cache-line or
+	 * byte granularity, zeroed at page granularity (NvmPmemPersist() then
+	 * msync()s).  also_fsync: cache flushes were forced
+	 * (PMEM2_FORCE_GRANULARITY) on a mapping without MAP_SYNC, where they
+	 * make nothing durable: the block is also registered for the checkpoint's
+	 * fsync.
 	 */
 	bool		persists;
 	bool		also_fsync;
-	struct pmem2_map *pmap;
-	pmem2_persist_fn persist_fn;
+	NvmPmemMap	pm;
 } NvmMapping;
 
 static MemoryContext NvmCxt = NULL;
@@ -438,9 +436,9 @@ nvm_unmap_mapping(NvmMapping *m)
 {
 	Assert(m->views == 0);
 	/* libpmem2 forgets the range (it never unmaps what it did not map) */
-	if (m->pmap != NULL && pmem2_map_delete(&m->pmap) != 0)
+	if (m->pm.map != NULL && NvmPmemRelease(&m->pm) != 0)
 		elog(WARNING, "could not release libpmem2 mapping: %s",
-			 pmem2_errormsg());
+			 NvmPmemErrorMessage());
 	if (munmap(m->addr, NVM_SEGMENT_BYTES) != 0)
 		elog(WARNING, "could not unmap relation segment: %m");
 	if (m->readonly)
@@ -498,55 +496,6 @@ nvm_evict(int target)
 }
 
 /*
- * nvm_pmem_granularity -- the store granularity libpmem2 finds for the file
- * open as fd (a mapping of its first block: MAP_SYNC, eADR and the
- * PMEM2_FORCE_GRANULARITY override are its business), or -1 if it cannot
- * map the file.  The file must have at least one block.
- */
-static int
-nvm_pmem_granularity(int fd)
-{
-	struct pmem2_config *cfg;
-	struct pmem2_source *src;
-	struct pmem2_map *map;
-	int			gran = -1;
-
-	if (pmem2_config_new(&cfg) != 0)
-		return -1;
-	if (pmem2_source_from_fd(&src, fd) == 0)
-	{
-		if (pmem2_config_set_required_store_granularity(cfg, PMEM2_GRANULARITY_PAGE) == 0 &&
-			pmem2_config_set_length(cfg, BLCKSZ) == 0 &&
-			pmem2_map_new(&map, cfg, src) == 0)
-		{
-			gran = (int) pmem2_map_get_store_granularity(map);
-			(void) pmem2_map_delete(&map);
-		}
-		(void) pmem2_source_delete(&src);
-	}
-	(void) pmem2_config_delete(&cfg);
-	return gran;
-}
-
-/*
- * nvm_pmem_granularity_name -- for messages
- */
-static const char *
-nvm_pmem_granularity_name(int gran)
-{
-	switch (gran)
-	{
-		case PMEM2_GRANULARITY_BYTE:
-			return "byte";
-		case PMEM2_GRANULARITY_CACHE_LINE:
-			return "cache-line";
-		case PMEM2_GRANULARITY_PAGE:
-			return "page";
-	}
-	return "unknown";
-}
-
-/*
  * nvm_mmap -- mmap() a segment's full span.  Read-write mappings whose
  * writes we persist ourselves ask for MAP_SYNC first (a DAX file system then
  * keeps the file's metadata durable at every page fault, so that flushing
@@ -574,15 +523,6 @@ nvm_mmap(int fd, bool readonly, bool persists, bool *map_sync)
 }
 
 /*
- * The power-loss check's hook (see nvm_wal.c's nvm_wal_powerloss_persisted):
- * told of each block persisted by cache-line flushes, which make no system
- * call.  Looked up at the first mapping set up to persist; NULL unless the
- * check preloads libpowerloss.so.
- */
-static void (*nvm_powerloss_persisted) (const void *addr, size_t len);
-static bool nvm_powerloss_looked_up = false;
-
-/*
  * nvm_persist_setup -- decide how writes through the new read-write mapping
  * m of the file open as fd are persisted (nvm_data_persist = pmem): at cache
  * line or byte granularity through libpmem2's view of our mapping, else
@@ -598,29 +538,12 @@ static bool nvm_powerloss_looked_up = false;
 static void
 nvm_persist_setup(NvmMapping *m, int fd, bool map_sync)
 {
-	int			gran = nvm_pmem_granularity(fd);
-	struct pmem2_source *src;
+	NvmPmemGranularity gran = NvmPmemProbe(fd, BLCKSZ);
 
 	m->persists = true;
-	if (!nvm_powerloss_looked_up)
-	{
-		nvm_powerloss_persisted = (void (*) (const void *, size_t))
-			dlsym(RTLD_DEFAULT, "pgnvm_powerloss_persisted");
-		nvm_powerloss_looked_up = true;
-	}
-	if (gran != PMEM2_GRANULARITY_CACHE_LINE && gran != PMEM2_GRANULARITY_BYTE)
-		return;
-	if (pmem2_source_from_fd(&src, fd) != 0)
-		return;
-	if (pmem2_map_from_existing(&m->pmap, src, m->addr, NVM_SEGMENT_BYTES,
-								(enum pmem2_granularity) gran) == 0)
-	{
-		m->persist_fn = pmem2_get_persist_fn(m->pmap);
+	if (NvmPmemFlushes(gran) &&
+		NvmPmemAdopt(fd, m->addr, NVM_SEGMENT_BYTES, gran, &m->pm))
 		m->also_fsync = !map_sync;
-	}
-	else
-		m->pmap = NULL;
-	(void) pmem2_source_delete(&src);
 }
 
 /*
@@ -922,9 +845,9 @@ void
 nvm_init(void)
 {
 	char		path[MAXPGPATH];
-	const char *forced = getenv("PMEM2_FORCE_GRANULARITY");
+	const char *forced = NvmPmemForced();
 	int			fd;
-	int			gran;
+	NvmPmemGranularity gran;
 	bool		map_sync = false;
 
 	/* every process: a write it began is ended if it exits (FATAL) */
@@ -962,31 +885,24 @@ nvm_init(void)
 				(errcode_for_file_access(),
 				 errmsg("could not write to file \"%s\": %m", path)));
 	}
-	gran = nvm_pmem_granularity(fd);
-	if (gran == PMEM2_GRANULARITY_CACHE_LINE || gran == PMEM2_GRANULARITY_BYTE)
-	{
-		/* would our mappings get MAP_SYNC here?  (see nvm_persist_setup) */
-		void	   *addr = nvm_mmap(fd, false, true, &map_sync);
-
-		if (addr != MAP_FAILED)
-			(void) munmap(addr, NVM_SEGMENT_BYTES);
-	}
+	gran = NvmPmemProbe(fd, BLCKSZ);
+	/* would our mappings get MAP_SYNC here?  (see nvm_persist_setup) */
+	if (NvmPmemFlushes(gran))
+		map_sync = NvmPmemMapSyncOk(fd, BLCKSZ);
 	close(fd);
 	(void) unlink(path);
-	if (gran < 0)
+	if (gran == NVM_PMEM_GRAN_NONE)
 		ereport(FATAL,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("\"nvm_data_persist\" = pmem: relation files in directory \"%s/base\" cannot be mapped with libpmem2: %s",
-						DataDir, pmem2_errormsg()),
+						DataDir, NvmPmemErrorMessage()),
 				 errhint("Put the data directory on a file system that supports shared writable memory mappings, or set \"nvm_data_persist\" to fsync.")));
 	ereport(LOG,
 			(errmsg("nvm_data_persist = pmem: relation blocks in \"%s/base\" are persisted when written, at %s granularity (%s)%s%s",
-					DataDir, nvm_pmem_granularity_name(gran),
-					gran == PMEM2_GRANULARITY_PAGE ? "msync()" :
-					gran == PMEM2_GRANULARITY_CACHE_LINE ? "cache-line flushes and a fence" :
-					"a fence",
+					DataDir, NvmPmemGranularityName(gran),
+					NvmPmemPersistMethod(gran),
 					forced ? psprintf(", forced by PMEM2_FORCE_GRANULARITY=%s", forced) : "",
-					gran != PMEM2_GRANULARITY_PAGE && !map_sync ?
+					NvmPmemFlushes(gran) && !map_sync ?
 					"; not a MAP_SYNC mapping, so checkpoints still fsync them" : "")));
 }
 
@@ -1192,38 +1108,24 @@ nvm_persist_blocks(SMgrRelation reln, NvmMapping *m, char *dst,
 		return;					/* fsync = off: as the checkpoint's fsync */
 	io_start = pgstat_prepare_io_time(track_io_timing);
 	pgstat_report_wait_start(WAIT_EVENT_DATA_FILE_SYNC);
-	if (m->persist_fn != NULL)
+	if (NvmPmemPersist(&m->pm, dst, len, false) != 0)
 	{
-		m->persist_fn(dst, len);
-		/* the power-loss check sees no system call here: tell it */
-		if (nvm_powerloss_persisted != NULL)
-			nvm_powerloss_persisted(dst, len);
-	}
-	else
-	{
-		/* msync() wants a page-aligned start (OS pages may exceed BLCKSZ) */
-		size_t		pagesize = nvm_os_page_size();
-		char	   *start = (char *) TYPEALIGN_DOWN(pagesize, dst);
+		/* no file access here: it could fail and hide this error */
+		RelPathStr	path = relpathperm(reln->smgr_rlocator.locator,
+									   MAIN_FORKNUM);
+		BlockNumber segno = blocknum / ((BlockNumber) RELSEG_SIZE);
+		int			save_errno = errno;
 
-		if (msync(start, len + (dst - start), MS_SYNC) != 0)
-		{
-			/* no file access here: it could fail and hide this error */
-			RelPathStr	path = relpathperm(reln->smgr_rlocator.locator,
-										   MAIN_FORKNUM);
-			BlockNumber segno = blocknum / ((BlockNumber) RELSEG_SIZE);
-			int			save_errno = errno;
-
-			pgstat_report_wait_end();
-			errno = save_errno;
-			ereport(data_sync_elevel(ERROR),
-					(errcode_for_file_access(),
-					 errmsg("could not persist blocks %u to %u of file \"%s%s\": %m",
-							blocknum % ((BlockNumber) RELSEG_SIZE),
-							blocknum % ((BlockNumber) RELSEG_SIZE) + nblocks - 1,
-							path.str,
-							segno > 0 ? psprintf(".%u", segno) : "")));
-			return;
-		}
+		pgstat_report_wait_end();
+		errno = save_errno;
+		ereport(data_sync_elevel(ERROR),
+				(errcode_for_file_access(),
+				 errmsg("could not persist blocks %u to %u of file \"%s%s\": %m",
+						blocknum % ((BlockNumber) RELSEG_SIZE),
+						blocknum % ((BlockNumber) RELSEG_SIZE) + nblocks - 1,
+						path.str,
+						segno > 0 ? psprintf(".%u", segno) : "")));
+		return;
 	}
 	pgstat_report_wait_end();
 	pgstat_count_io_op_time(IOOBJECT_RELATION, IOCONTEXT_NORMAL, IOOP_FSYNC,
