@@ -211,7 +211,7 @@ def _config_checks(
 #: longest tasks first so that the lanes end together; only the order depends on it.
 _EST_CONFIG = 180.0
 _EST_TAP = 120.0  # tap_recovery, where it runs
-_EST_PMEM_CRASH = 60.0  # crash's 7 extra rounds with nvm_wal = pmem
+_EST_PMEM_CRASH = 10.0  # crash's extra round with nvm_wal = pmem
 _EST_POWERLOSS = 60.0  # powerloss's cuts, where it runs (stock and the pmem write path)
 _EST_GLOBAL = {"pytest": 150.0, "prefetch": 60.0, "checksum_simd": 60.0}
 #: the label of the task that runs the checks run once
