@@ -300,12 +300,21 @@ def slowest_table(results: list[CheckResult], top: int = 10) -> list[str]:
     return out
 
 
+#: the flavour tests/' end-to-end tests run (``--no-build`` when it is installed)
+E2E_FLAVOUR = "release"
+
+
 def _prepare(
-    opts: Options,
+    opts: Options, global_checks: list[str]
 ) -> tuple[RunState, selection.Selection, float]:
+    """Build what the run uses (the check flavour; with ``pytest``, also the release
+    flavour, which tests/' end-to-end tests use as installed: left stale, they would test
+    an older server), choose the configurations, set up the run's directories."""
     t0 = time.monotonic()
     if opts.build:
         build.ensure_built(FLAVOUR)
+        if "pytest" in global_checks:
+            build.ensure_built(E2E_FLAVOUR)
     elif not (build.bindir(FLAVOUR) / "postgres").is_file():
         raise build.BuildError(f"--no-build, but the {FLAVOUR} flavour is not installed")
     build_s = time.monotonic() - t0
@@ -390,7 +399,7 @@ def _run_tests(opts: Options) -> int:
     root = storage.describe_nvm_root()  # the run's nvm root ($PGNVM_NVM_ROOT, else the tmpfs)
     try:
         try:
-            run, chosen, build_s = _prepare(opts)
+            run, chosen, build_s = _prepare(opts, global_checks)
             names, notes = chosen.names, chosen.notes
         except Exception as e:
             results.append(
