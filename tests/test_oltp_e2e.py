@@ -9,7 +9,9 @@ through the configuration's server environment) and ``nvm_se2`` (copy-on-write o
 pages). Checks the raw files and the report, then that nothing was lost or
 damaged by any engine's write path: every YCSB row is still there, TPC-B's balances agree
 (accounts = tellers = branches = history), and amcheck finds the heap and the indexes
-sound. A second run into the same --out is refused. No timing assertions.
+sound. With perf installed it runs with ``--profile``: every point has its top functions,
+wait-event samples and perf data, and profile.md lists them. A second run into the same
+--out is refused. No timing assertions.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.core import cluster, configs, paths
+from bench.core import cluster, configs, paths, perf
 from bench.core.server import Server
 from bench.oltp import settings, targets
 
@@ -74,6 +76,7 @@ def _oltp(out: Path, names: list[str]) -> subprocess.CompletedProcess:
         "--out",
         str(out),
         *build,
+        *(["--profile"] if perf.available() is None else []),
     ]
     return subprocess.run(
         cmd, cwd=paths.REPO_ROOT, env=env, capture_output=True, text=True, timeout=1500, check=False
@@ -157,6 +160,14 @@ def test_oltp_end_to_end(tmp_path: Path, test_clusters: None) -> None:
             assert x["wal_pmem"] == {"granularity": "cache-line", "forced": True}, x["key"]
         else:
             assert "wal_pmem" not in x
+    if perf.available() is None:  # --profile: every point has one repetition, profiled
+        for x in runs:
+            prof = x["profile"]
+            assert isinstance(prof["functions"], list) and prof["functions"], x["key"]
+            assert all("comm" in f for f in prof["functions"]), x["key"]  # by command
+            assert prof["wait_samples"] > 0 and prof["wait_error"] is None, x["key"]
+            assert (out / "perf" / prof["perf_data"]).is_file(), x["key"]
+        assert all(f"## {x['key']} (" in (out / "profile.md").read_text() for x in runs)
     mem = [x for x in runs if "-mem" in x["key"]]
     assert {x["config"] for x in mem} == set(names) and {x["clients"] for x in mem} == {2}
     summary = json.loads((out / "summary.json").read_text())

@@ -125,6 +125,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="port of the nvm cluster; disk uses PORT+1 (default: %(default)s)",
     )
     p.add_argument(
+        "--profile",
+        action="store_true",
+        help="where the time goes: perf record -e cpu-clock -a and the wait events of "
+        "pgbench's backends during the first repetition of each point (profile.md, perf/)",
+    )
+    p.add_argument(
         "--no-build", action="store_true", help="use the installed release build as it is"
     )
     p.add_argument("--list-configs", action="store_true", help="list the configurations and exit")
@@ -158,6 +164,7 @@ def options(args: argparse.Namespace) -> plan.Options:
         shared_buffers=args.shared_buffers,
         out=args.out,
         build=not args.no_build,
+        profile=args.profile,
         port=args.port,
         prefix=os.environ.get("PGNVM_OLTP_CLUSTER_PREFIX") or settings.DEFAULT_PREFIX,
     )
@@ -176,6 +183,13 @@ def _cmd(args: argparse.Namespace) -> int:
     except plan.PlanError as e:
         print(f"pgnvm oltp: {e}", file=sys.stderr)
         return 2
+    if o.profile:
+        from bench.core import perf
+
+        why = perf.available()
+        if why:
+            print(f"pgnvm oltp: --profile: {why}", file=sys.stderr)
+            return 2
     from bench.oltp import runner
 
     return runner.run(o)

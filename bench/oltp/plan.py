@@ -68,6 +68,8 @@ class Options:
     build: bool = True
     port: int = settings.DEFAULT_PORT
     prefix: str = settings.DEFAULT_PREFIX
+    #: --profile: perf of the machine and pgbench's wait events, first repetition of a point
+    profile: bool = False
 
     @property
     def chosen(self) -> selection.Selection:

@@ -48,7 +48,7 @@ from bench.core import counters, paths, procfs, results, servercpu, ui
 from bench.core.build import ensure_built
 from bench.core.configs import Config
 from bench.core.server import stop_quietly
-from bench.oltp import pgbench, plan, report, settings, targets, workloads
+from bench.oltp import pgbench, plan, profile, report, settings, targets, workloads
 
 RESULTS_DIR = paths.REPO_ROOT / "results"
 SAMPLE_INTERVAL = 0.5
@@ -305,10 +305,17 @@ class Runner:
             s0 = stats_snapshot(conn)
             cpu0 = children_cpu()
             sampler = CpuSampler(pm) if pm else None
+            prof = (
+                profile.PointProfile(srv.connect, self.out / "perf" / f"{p.key}.data")
+                if o.profile and p.rep == 1
+                else None
+            )
             t0 = time.monotonic()
-            with sampler or contextlib.nullcontext():
+            with sampler or contextlib.nullcontext(), prof or contextlib.nullcontext():
                 r = bench(o.duration, prefix)
             rec["elapsed_s"] = round(time.monotonic() - t0, 3)
+            if prof is not None:
+                rec["profile"] = prof.record()
             rec["pgbench_cpu_s"] = round(children_cpu() - cpu0, 3)
             if sampler:
                 rec["server_cpu"] = sampler.delta()
@@ -387,6 +394,8 @@ class Runner:
         results.write_json(self.out / "env.json", self.env)
         try:
             report.write(self.out, self.plan_doc(), self.env, self.records)
+            if self.o.profile:
+                (self.out / "profile.md").write_text(profile.render(self.records))
         except Exception as e:  # the raw files are what matters; say what failed
             ui.error(f"writing the report failed: {type(e).__name__}: {e}")
         ui.info(f"results in {self.out} (report.md, report.html, runs.jsonl, per_second/)")

@@ -448,7 +448,7 @@ class Runner:
             if o.profile and rep == 1:
                 assert self.writer is not None
                 perf_file = f"{cfg.name}-{queries.qname(q)}-r{rep}.data"
-                sampler = profile.PerfRecord(pid, self.writer.out / "perf" / perf_file)
+                sampler = profile.PerfRecord([pid], self.writer.out / "perf" / perf_file)
                 sampler.start()
             t0 = time.perf_counter()
             cur = None
