@@ -299,3 +299,27 @@ def test_the_run_builds_the_flavours_its_checks_use(
     (build.bindir("check") / "postgres").touch()
     runner._prepare(runner.Options(build=False), global_checks)
     assert built == []  # --no-build: as installed
+
+
+def test_lanes_take_the_reference_then_the_checks_run_once_then_the_longest() -> None:
+    from bench.testsuite import runner
+
+    order = runner.lane_order(
+        [
+            ("nvm_se2_inline", 180.0),
+            (runner.ONCE, runner.ONCE_NEXT),
+            ("nvm_se2_pmem", 370.0),
+            ("nvm_base_worker", runner.REFERENCE_FIRST),
+            ("nvm_se1", 300.0),
+            ("nvm_se2", 300.0),
+        ]
+    )
+    # the second lane starts on the checks that wait for no reference value
+    assert order == [
+        "nvm_base_worker",
+        runner.ONCE,
+        "nvm_se2_pmem",
+        "nvm_se1",
+        "nvm_se2",
+        "nvm_se2_inline",
+    ]

@@ -213,7 +213,6 @@ _EST_CONFIG = 180.0
 _EST_TAP = 120.0  # tap_recovery, where it runs
 _EST_PMEM_CRASH = 10.0  # crash's extra round with nvm_wal = pmem
 _EST_POWERLOSS = 60.0  # powerloss's cuts, where it runs (stock and the pmem write path)
-_EST_GLOBAL = {"pytest": 150.0, "prefetch": 60.0, "checksum_simd": 60.0}
 #: the label of the task that runs the checks run once
 ONCE = "checks run once"
 
@@ -236,9 +235,7 @@ def _plan(
     checks: list[registry.CheckDef],
     global_checks: list[str],
 ) -> list[lanes.Task]:
-    """The run's tasks in the order the lanes take them: the reference configuration first
-    (the others compare with what it records and wait for it), then the other
-    configurations and the checks run once, longest first."""
+    """The run's tasks in the order the lanes take them (:func:`lane_order`)."""
     tasks: list[tuple[float, lanes.Task]] = []
     if checks:
         cfgs = chosen.wanted  # refused ones too: their setup fails, with the reason
@@ -248,15 +245,40 @@ def _plan(
             port = pick_port(PORT_BASE, ports)
             ports.add(port)
             env = EngineEnv(run, cfg, port, chosen.verdict(cfg.name))
-            first = float("inf") if cfg.is_reference else _estimate(cfg, checks)
+            first = REFERENCE_FIRST if cfg.is_reference else _estimate(cfg, checks)
             tasks.append((first, lanes.Task(cfg.name, _config_task(env, checks))))
     if global_checks:
         # one task, in registry order: they share the repository's build directories
         # (prefetch/, storagebench/), so they never run side by side with each other
-        est = sum(_EST_GLOBAL.get(n, 20.0) for n in global_checks)
-        tasks.append((est, lanes.Task(ONCE, _global_task(global_checks, run))))
-    tasks.sort(key=lambda t: -t[0])  # stable: equal estimates keep the catalogue's order
-    return [t for _, t in tasks]
+        tasks.append((ONCE_NEXT, lanes.Task(ONCE, _global_task(global_checks, run))))
+    order = lane_order([(t.label, est) for est, t in tasks])
+    by_label = {t.label: t for _, t in tasks}
+    return [by_label[label] for label in order]
+
+
+#: estimates that place a task by rule rather than by length (see lane_order)
+REFERENCE_FIRST = float("inf")
+ONCE_NEXT = float("-inf")
+
+
+def lane_order(tasks: list[tuple[str, float]]) -> list[str]:
+    """The order the lanes take the tasks ``(label, estimate)`` in: the reference
+    configuration first (estimate REFERENCE_FIRST: the others compare with what it records
+    and wait for it where they need a value), the checks run once next (ONCE_NEXT: they need
+    no reference value, so the second lane works on them while the reference records its
+    values, instead of waiting in a configuration: 36 s of one lane in a full run of
+    2026-11-25), then the configurations, longest first (stable: equal estimates keep the
+    catalogue's order)."""
+
+    def key(t: tuple[str, float]) -> tuple[int, float]:
+        est = t[1]
+        if est == REFERENCE_FIRST:
+            return (0, 0.0)
+        if est == ONCE_NEXT:
+            return (1, 0.0)
+        return (2, -est)
+
+    return [label for label, _ in sorted(tasks, key=key)]
 
 
 def _config_task(
