@@ -50,7 +50,6 @@ typedef struct NvmPmemMap
 	char	   *base;			/* first byte */
 	size_t		size;
 	NvmPmemGranularity granularity;
-	bool		owned;			/* made by libpmem2: unmapped with it */
 	/* libpmem2's functions for this mapping (pmem2_get_*_fn()) */
 	void	   *(*memcpy_fn) (void *dst, const void *src, size_t len,
 							  unsigned flags);

@@ -233,13 +233,12 @@ NvmPmemOnTmpfs(int fd)
  * nvm_pmem_fill -- pm describes libpmem2's mapping map.
  */
 static void
-nvm_pmem_fill(NvmPmemMap *pm, struct pmem2_map *map, bool owned)
+nvm_pmem_fill(NvmPmemMap *pm, struct pmem2_map *map)
 {
 	pm->map = map;
 	pm->base = pmem2_map_get_address(map);
 	pm->size = pmem2_map_get_size(map);
 	pm->granularity = nvm_pmem_from_pmem2(pmem2_map_get_store_granularity(map));
-	pm->owned = owned;
 	pm->memcpy_fn = pmem2_get_memcpy_fn(map);
 	pm->persist_fn = pmem2_get_persist_fn(map);
 	pm->drain_fn = pmem2_get_drain_fn(map);
@@ -259,7 +258,7 @@ NvmPmemMapFile(int fd, NvmPmemMap *pm)
 	memset(pm, 0, sizeof(*pm));
 	rc = nvm_pmem_new(fd, 0, &map);
 	if (rc == 0)
-		nvm_pmem_fill(pm, map, true);
+		nvm_pmem_fill(pm, map);
 	return rc;
 }
 
@@ -285,7 +284,7 @@ NvmPmemAdopt(int fd, void *addr, size_t len, NvmPmemGranularity g,
 	if (pmem2_map_from_existing(&map, src, addr, len,
 								nvm_pmem_to_pmem2(g)) == 0)
 	{
-		nvm_pmem_fill(pm, map, false);
+		nvm_pmem_fill(pm, map);
 		ok = true;
 	}
 	(void) pmem2_source_delete(&src);
