@@ -112,3 +112,60 @@ def test_machine(tmp_path: Path) -> None:
     assert procfs.sysctl("kernel.perf_event_paranoid", tmp_path) == "2"
     assert procfs.sysctl("kernel.nope", tmp_path) is None
     assert procfs.mem_total_bytes() > 0 and procfs.loadavg() is not None
+
+
+def test_memory_of_a_process_on_a_fake_proc(tmp_path: Path) -> None:
+    d = tmp_path / "42"
+    d.mkdir()
+    (d / "status").write_text(
+        "Name:\tpostgres\nVmRSS:\t  300 kB\nRssAnon:\t  100 kB\nRssFile:\t  50 kB\n"
+        "RssShmem:\t  150 kB\nThreads:\t1\n"
+    )
+    assert procfs.memory_status(42, tmp_path) == {
+        "VmRSS": 300 * 1024,
+        "RssAnon": 100 * 1024,
+        "RssFile": 50 * 1024,
+        "RssShmem": 150 * 1024,
+    }
+    assert procfs.memory_status(43, tmp_path) is None
+    (d / "maps").write_text(
+        "55d0c0000000-55d0c0100000 r-xp 00000000 08:01 1 /usr/lib/postgresql/bin/postgres\n"
+        "7f0000000000-7f0008000000 rw-s 00000000 00:01 7 /dev/zero (deleted)\n"
+        "7f1000000000-7f1040000000 rw-s 00000000 00:2a 9 /mnt/pgnvm/nvm/x/base/5/16384\n"
+        "7f2000000000-7f2000010000 rw-s 00000000 00:01 8 /SYSV0052e2c1 (deleted)\n"
+        "7f3000000000-7f3010000000 rw-p 00000000 00:00 0 \n"
+        "7f4000000000-7f4000200000 rw-s 00000000 00:19 5 /dev/shm/PostgreSQL.123\n"
+    )
+    # the largest shared anonymous mapping: not the bigger tmpfs file, not private memory
+    assert procfs.shared_segment(42, tmp_path) == (0x7F0000000000, 0x7F0008000000)
+    assert procfs.shared_segment(43, tmp_path) is None
+    (d / "smaps").write_text(
+        "7f0000000000-7f0008000000 rw-s 00000000 00:01 7 /dev/zero (deleted)\n"
+        "Size:             131072 kB\nRss:                2048 kB\nPss:    1024 kB\n"
+        "VmFlags: rd wr sh mr mw me ms sd\n"
+        "7f1000000000-7f1040000000 rw-s 00000000 00:2a 9 /mnt/pgnvm/nvm/x/base/5/16384\n"
+        "Size:            1048576 kB\nRss:              900000 kB\n"
+    )
+    assert procfs.vma_rss(42, 0x7F0000000000, tmp_path) == 2048 * 1024
+    assert procfs.vma_rss(42, 0x7F1000000000, tmp_path) == 900000 * 1024
+    assert procfs.vma_rss(42, 0x7F5000000000, tmp_path) is None
+    assert procfs.resident_bytes(42, (0x7F0000000000, 0x7F0008000000), tmp_path) is None
+
+
+def test_resident_bytes_of_a_shared_mapping_of_this_process() -> None:
+    import mmap
+
+    m = mmap.mmap(-1, 16 << 20, mmap.MAP_SHARED)
+    try:
+        for off in range(0, 3 << 20, mmap.PAGESIZE):
+            m[off] = 1
+        seg = procfs.shared_segment(os.getpid())
+        assert seg is not None and seg[1] - seg[0] == 16 << 20
+        got = procfs.resident_bytes(os.getpid(), seg)
+        if got is None:  # not CAP_SYS_ADMIN: map_files cannot be opened
+            assert os.geteuid() != 0
+        else:
+            assert got == 3 << 20
+        assert procfs.vma_rss(os.getpid(), seg[0]) == 3 << 20
+    finally:
+        m.close()

@@ -14,6 +14,11 @@ the functions return ``None`` / empty values then, never raise.
   context switches (``status``) of a process or of one thread (``task/<tid>``).
 * ``cmdline`` (:func:`argv`; :func:`cmdline` is the PostgreSQL process title), ``comm``,
   ``cwd``, :func:`children` of a process; :func:`alive`, :func:`is_zombie`.
+* Memory of a process: :func:`memory_status` (``status``: RssAnon, RssFile, RssShmem),
+  :func:`shared_segment` (``maps``: the largest shared anonymous mapping, PostgreSQL's main
+  shared memory), :func:`vma_rss` (``smaps``: what one process has of one mapping) and
+  :func:`resident_bytes` (the mapping's pages resident in DRAM, whoever touched them:
+  ``mincore(2)`` on ``map_files``, which needs CAP_SYS_ADMIN).
 * The machine: :func:`meminfo`, :func:`mem_total_bytes`, :func:`loadavg`,
   :func:`cpu_busy_seconds` (``/proc/stat``), :func:`cpu_model`, :func:`sysctl`.
 """
@@ -21,6 +26,8 @@ the functions return ``None`` / empty values then, never raise.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import mmap
 import os
 import time
 from dataclasses import dataclass, field
@@ -259,6 +266,130 @@ def thread_samples(pid: int, root: Path = PROC) -> dict[int, ProcSample]:
         if s is not None:  # a thread may exit between listing and reading it
             out[tid] = s
     return out
+
+
+# --------------------------------------------------------------------------- memory
+
+#: the fields of ``/proc/<pid>/status`` :func:`memory_status` returns (bytes)
+MEMORY_FIELDS = ("VmRSS", "RssAnon", "RssFile", "RssShmem")
+
+
+def memory_status(pid: int, root: Path = PROC) -> dict[str, int] | None:
+    """Resident memory of process ``pid`` in bytes (:data:`MEMORY_FIELDS` of its ``status``:
+    RssAnon its private memory, RssShmem the shared memory it has mapped: System V and
+    shared anonymous mappings *and* tmpfs files, RssFile other files); None once it is
+    gone. Cheap: the kernel keeps these as counters."""
+    try:
+        text = (root / str(pid) / "status").read_text()
+    except OSError:
+        return None
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        name, sep, value = line.partition(":")
+        if sep and name in MEMORY_FIELDS:
+            with contextlib.suppress(ValueError, IndexError):
+                out[name] = int(value.split()[0]) * 1024  # kB
+    return out
+
+
+#: the names ``maps`` gives a shared anonymous mapping (``shared_memory_type = mmap``, with
+#: and without huge pages) and a System V segment
+_ANON_SHARED = ("/dev/zero (deleted)", "/anon_hugepage (deleted)", "/SYSV")
+
+
+def shared_segment(pid: int, root: Path = PROC) -> tuple[int, int] | None:
+    """(start, end) of the largest shared anonymous mapping of ``pid``: a PostgreSQL
+    server's main shared memory (buffer pool included; every server process maps it at the
+    same address). Not a tmpfs file (the emulated persistent memory, POSIX DSM segments).
+    None if it has none or is gone."""
+    best: tuple[int, int] | None = None
+    try:
+        text = (root / str(pid) / "maps").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 6 or len(parts[1]) < 4 or parts[1][3] != "s":
+            continue
+        if not parts[5].strip().startswith(_ANON_SHARED):
+            continue
+        a, _, b = parts[0].partition("-")
+        seg = (int(a, 16), int(b, 16))
+        if best is None or seg[1] - seg[0] > best[1] - best[0]:
+            best = seg
+    return best
+
+
+def vma_rss(pid: int, start: int, root: Path = PROC) -> int | None:
+    """Bytes of the mapping at ``start`` resident in ``pid``'s page tables (its ``Rss`` in
+    ``smaps``): the pages this process has touched, not those only others have. None if
+    the process or the mapping is gone."""
+    head = f"{start:x}-"
+    inside = False
+    try:
+        text = (root / str(pid) / "smaps").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if not line[:1].isupper():  # a mapping's first line: "start-end perms ..."
+            inside = line.startswith(head)
+        elif inside and line.startswith("Rss:"):
+            try:
+                return int(line.split()[1]) * 1024
+            except (ValueError, IndexError):
+                return None
+    return None
+
+
+_libc: ctypes.CDLL | None = None
+
+
+def _c() -> ctypes.CDLL:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.mmap.restype = ctypes.c_void_p
+        _libc.mmap.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_long,
+        ]
+        _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        _libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    return _libc
+
+
+def resident_bytes(pid: int, segment: tuple[int, int], root: Path = PROC) -> int | None:
+    """Bytes of ``pid``'s shared mapping ``segment`` resident in DRAM, touched by any
+    process, living or exited: the mapping's object opened through
+    ``/proc/<pid>/map_files/<start>-<end>``, mapped here read-only (no page is touched) and
+    asked with ``mincore(2)``. None where that is not possible (not CAP_SYS_ADMIN, the
+    process or mapping gone)."""
+    start, end = segment
+    length = end - start
+    try:
+        fd = os.open(root / str(pid) / "map_files" / f"{start:x}-{end:x}", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        libc = _c()
+        addr = libc.mmap(None, length, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        if addr is None or addr == ctypes.c_void_p(-1).value:
+            return None
+        try:
+            page = mmap.PAGESIZE
+            vec = ctypes.create_string_buffer((length + page - 1) // page)
+            if libc.mincore(addr, length, vec) != 0:
+                return None
+            flags = vec.raw
+            return (len(flags) - flags.count(0)) * page  # bit 0: resident (others reserved)
+        finally:
+            libc.munmap(addr, length)
+    finally:
+        os.close(fd)
 
 
 # --------------------------------------------------------------------------- the machine
