@@ -32,6 +32,8 @@ NAMES = (
     "nvm_se1_pmem",
     "nvm_se2_pmem",
     "nvm_se2_pmem_cl",
+    "nvm_base_wholedb",
+    "nvm_se2_wholedb",
     "mem_limit",
 )
 
@@ -50,6 +52,10 @@ def test_config_table() -> None:
     assert not configs.BY_NAME["nvm_se1"].drop_caches
     assert configs.BY_NAME["mem_limit"].prewarm
     assert configs.BY_NAME["mem_limit"].shared_buffers == configs.SB_WHOLE_DB
+    # pools that cover the database, not prewarmed (tpch --method prewarm / warm decides)
+    for n in ("nvm_base_wholedb", "nvm_se2_wholedb"):
+        c = configs.BY_NAME[n]
+        assert c.shared_buffers == configs.SB_WHOLE_DB and not c.prewarm, c
     # the reference is stock base as it ships: io_method=worker, nothing else
     ref = configs.BY_NAME[configs.REFERENCE]
     assert ref.is_reference and ref.engine == "base" and ref.settings == {"io_method": "worker"}
@@ -90,7 +96,12 @@ def test_job_defaults() -> None:
         n for n in NAMES if n.endswith(("_walpmem", "_walpmem_cl", "_pmem", "_pmem_cl"))
     )
     data_pmem = tuple(n for n in NAMES if n.endswith(("_pmem", "_pmem_cl")))
-    assert tpch.BY_NAME_ONLY == ("nvm_base_sync", "nvm_base_io_uring")
+    assert tpch.BY_NAME_ONLY == (
+        "nvm_base_sync",
+        "nvm_base_io_uring",
+        "nvm_base_wholedb",
+        "nvm_se2_wholedb",
+    )
     assert tpch.DEFAULT_CONFIGS == tuple(
         n for n in NAMES if n not in wal_pmem and n not in tpch.BY_NAME_ONLY
     )
@@ -144,6 +155,18 @@ def test_whole_db_shared_buffers() -> None:
     assert configs.whole_db_shared_buffers(25 << 20) == "128MB"
     v = int(configs.whole_db_shared_buffers(1671 << 20).removesuffix("MB"))
     assert v % 128 == 0 and v >= 1671 * 1.25
+
+
+def test_size_bytes() -> None:
+    assert configs.size_bytes("128MB") == 128 << 20
+    assert configs.size_bytes("2gb") == 2 << 30
+    assert configs.size_bytes(" 16384kB ") == 16 << 20
+    assert configs.size_bytes("16384") == 128 << 20  # 8 kB blocks, as shared_buffers
+    # a whole-database pool covers the database it was sized for
+    assert configs.size_bytes(configs.whole_db_shared_buffers(1671 << 20)) >= 1671 << 20
+    for bad in ("", "12 parsecs", "1.5GB"):
+        with pytest.raises(ValueError):
+            configs.size_bytes(bad)
 
 
 def test_probe_message() -> None:

@@ -237,6 +237,24 @@ CONFIGS: tuple[Config, ...] = (
         environment={"PMEM2_FORCE_GRANULARITY": "CACHE_LINE"},
     ),
     Config(
+        "nvm_base_wholedb",
+        "base",
+        "nvm",
+        "stock PostgreSQL on emulated NVM with shared_buffers for the whole database, not "
+        "prewarmed (./pgnvm tpch --method prewarm: mem_limit's method)",
+        dict(_WORKER),
+        shared_buffers=SB_WHOLE_DB,
+    ),
+    Config(
+        "nvm_se2_wholedb",
+        "se2",
+        "nvm",
+        "SE2 with shared_buffers for the whole database, not prewarmed: a pool that covers "
+        "the database (./pgnvm tpch --method prewarm or warm)",
+        dict(_WORKER),
+        shared_buffers=SB_WHOLE_DB,
+    ),
+    Config(
         "mem_limit",
         "base",
         "nvm",
@@ -266,6 +284,20 @@ def server_settings(
         s["shared_buffers"] = cfg.shared_buffers
     s.update(cfg.settings)
     return s
+
+
+_SIZE = re.compile(r"^\s*(\d+)\s*(kB|MB|GB|TB)?\s*$", re.IGNORECASE)
+_UNIT = {"kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30, "tb": 1 << 40}
+
+
+def size_bytes(text: str) -> int:
+    """A PostgreSQL size setting ('128MB', '1GB', '16384kB'; a bare number is 8 kB blocks,
+    as shared_buffers takes it) in bytes; ValueError on anything else."""
+    m = _SIZE.match(text)
+    if not m:
+        raise ValueError(f"bad size {text!r} (e.g. 128MB, 1GB)")
+    unit = (m.group(2) or "").lower()
+    return int(m.group(1)) * (_UNIT[unit] if unit else 8192)
 
 
 def whole_db_shared_buffers(db_bytes: int) -> str:

@@ -11,12 +11,11 @@ configuration in turn (configurations interleave, so drift of the machine hits a
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
-from bench.core import results, selection
+from bench.core import configs, results, selection
 from bench.oltp import settings, workloads
 
 MIN_SHARED_BUFFERS_MB = 2
@@ -133,18 +132,12 @@ def parse_workloads(text: str) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-_SIZE = re.compile(r"^\s*(\d+)\s*(kB|MB|GB|TB)?\s*$", re.IGNORECASE)
-_UNIT_MB = {"kb": 1 / 1024, "mb": 1, "gb": 1024, "tb": 1024 * 1024}
-
-
 def size_mb(text: str) -> float:
     """A PostgreSQL size ('128MB', '1GB', '16384kB'; a bare number is 8 kB blocks) in MB."""
-    m = _SIZE.match(text)
-    if not m:
-        raise PlanError(f"bad size {text!r} (e.g. 128MB, 1GB)")
-    unit = (m.group(2) or "").lower()
-    n = int(m.group(1))
-    return n * 8 / 1024 if not unit else n * _UNIT_MB[unit]
+    try:
+        return configs.size_bytes(text) / (1 << 20)
+    except ValueError as e:
+        raise PlanError(str(e)) from None
 
 
 def ratio_shared_buffers(ratio: str, data_bytes: int) -> str:

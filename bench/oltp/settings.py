@@ -94,8 +94,11 @@ def server_settings(cfg: configs.Config, shared_buffers: str) -> dict[str, str]:
 
 #: catalogue configurations this job cannot run, and why (besides :func:`not_durable`)
 NOT_FOR_OLTP: dict[str, str] = {
-    configs.CEILING: "its whole-database buffer pool is what the memory-ratio experiment "
-    "varies (--memory-ratios 1/1 is the same point without the prewarm)",
+    c.name: "its whole-database buffer pool is what the memory-ratio experiment "
+    "varies (--memory-ratios 1/1 is the same point"
+    + (" without the prewarm)" if c.prewarm else ")")
+    for c in configs.CONFIGS
+    if c.shared_buffers == configs.SB_WHOLE_DB
 }
 
 

@@ -24,7 +24,14 @@ DISK = configs.DISK
 #: Configurations ``./pgnvm tpch`` runs only when named by ``--configs``: stock's other
 #: I/O methods (io_method = sync, io_uring: how stock itself reads, not a question of the
 #: papers; the baseline is io_method = worker, PostgreSQL 18's default).
-BY_NAME_ONLY: tuple[str, ...] = ("nvm_base_sync", "nvm_base_io_uring")
+#: Also the pools that cover the database without a prewarm (``*_wholedb``): for
+#: ``--method prewarm`` and ``warm``, where they are what ``mem_limit`` is for ``cold``.
+BY_NAME_ONLY: tuple[str, ...] = (
+    "nvm_base_sync",
+    "nvm_base_io_uring",
+    "nvm_base_wholedb",
+    "nvm_se2_wholedb",
+)
 
 #: ``./pgnvm tpch`` without ``--configs``: the configurations that answer the papers'
 #: questions (stock on the same memory, on disk and all in memory; se1; se2 without, with
