@@ -10,7 +10,8 @@ queries: the helper threads' CPU is recorded apart from the backend's main threa
 mapping the CPU topology cannot honour is listed as not available. Last, ``--data-checksums
 off`` on two queries: clusters of its own (``-nocsum``), a cluster whose setting does not match
 is initialised again and reloaded, and the checksummed clusters are still reused afterwards.
-No timing assertions.
+The methods ``warm`` and ``prewarm`` on two queries (the full run is ``cold``, the default),
+each with the DRAM of every run. No timing assertions.
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ def test_tpch_end_to_end(tmp_path: Path, test_clusters: None) -> None:
     ):
         assert (out / name).is_file(), name
     said = r.stdout + r.stderr
-    assert "66 runs (3 configurations x 22 queries x 1), estimated " in said
+    assert "66 runs (3 configurations x 22 queries x 1; method cold), estimated " in said
     assert "wall time " in said and "(66 of 66 runs, set-up included)" in said
     runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
     assert len(runs) == 22 * 3
@@ -134,6 +135,8 @@ def test_tpch_end_to_end(tmp_path: Path, test_clusters: None) -> None:
         assert rec["backend"]["minflt"] >= 0
         assert "perf" in rec and "counters" in rec["perf"]
         assert any(x["backend_type"] == "client backend" for x in rec["pg_stat_io"])
+        assert rec["dram"]["shared_mb"] > 0 and rec["dram"]["backend_mb"] > 0, rec["dram"]
+        assert rec["restarted"] and "warmup" not in rec
     # every configuration gives the same answer to every query
     digests: dict[int, set[str]] = {}
     for rec in runs:
@@ -147,7 +150,8 @@ def test_tpch_end_to_end(tmp_path: Path, test_clusters: None) -> None:
     assert "PostgreSQL 18" in env["server_version"]
     assert env["git_commit"]
     md = (out / "report.md").read_text()
-    assert "Correctness: OK" in md
+    assert "Correctness: OK" in md and "**Method: cold** (`--method cold`)" in md
+    assert "| shared [MB] | backend [MB] | DRAM [MB] |" in md
     assert cfgs[0] in md and "Q22" in md
     assert json.loads((out / "mismatches.json").read_text()) == []
     assert "TPC-H SF 0.01" in r.stdout  # the console summary table
@@ -227,13 +231,19 @@ def test_tpch_prefetch_helpers(tmp_path: Path, test_clusters: None) -> None:
     assert "## Prefetch helper threads" in md
 
 
-def test_tpch_data_checksums_off(tmp_path: Path, test_clusters: None) -> None:
+def _base_and_se2() -> list[str]:
+    """nvm_base_worker and nvm_se2 (nvm_base_sync for one the build does not have); skips
+    without an installed release build."""
     bindir = paths.install_dir("release") / "bin"
     if not (bindir / "postgres").is_file():
         pytest.skip("no release build installed")
     names = ["nvm_base_worker", "nvm_se2"]
     avail = _availability(bindir, names)
-    names = [n if avail[n].available else "nvm_base_sync" for n in names]
+    return [n if avail[n].available else "nvm_base_sync" for n in names]
+
+
+def test_tpch_data_checksums_off(tmp_path: Path, test_clusters: None) -> None:
+    names = _base_and_se2()
     nocsum = f"{_prefix()}-sf0.01-nvm-nocsum"
     csum = f"{_prefix()}-sf0.01-nvm"
     had_csum = cluster.Cluster.exists(csum)
@@ -283,3 +293,52 @@ def test_tpch_data_checksums_off(tmp_path: Path, test_clusters: None) -> None:
         assert env3["clusters"] == {"nvm": csum}
         assert env3["data_checksums"] == {"nvm": "on"} and env3["load"] == {"nvm": "reused"}
         assert json.loads((out3 / "plan.json").read_text())["data_checksums"] == "on"
+
+
+def test_tpch_methods(tmp_path: Path, test_clusters: None) -> None:
+    """--method warm (one start per configuration, a discarded warm-up run per query) and
+    prewarm (every configuration prewarmed after each restart), with the DRAM columns."""
+    names = _base_and_se2()
+    ran = list(dict.fromkeys(names))
+    for method, repeat in (("warm", 2), ("prewarm", 1)):
+        out = tmp_path / method
+        r = _tpch(
+            out,
+            "--queries",
+            "1,6",
+            "--repeat",
+            str(repeat),
+            "--method",
+            method,
+            config_names=names,
+        )
+        assert r.returncode == 0, r.stdout + r.stderr
+        runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+        assert {x["status"] for x in runs} == {"ok"}
+        assert len({(x["query"], x["answer"]) for x in runs}) == 2  # same answers everywhere
+        warmups = [x for x in runs if x.get("warmup")]
+        if method == "warm":
+            assert len(runs) == len(ran) * 2 * (repeat + 1)
+            assert [(x["config"], x["query"]) for x in warmups] == [
+                (c, q) for c in ran for q in (1, 6)
+            ]
+            assert sum(x["restarted"] for x in runs) == len(ran)  # one start each
+        else:
+            assert not warmups and len(runs) == len(ran) * 2 * repeat
+            assert all(x["restarted"] and x["prewarm_blocks"] > 0 for x in runs)
+        for x in runs:
+            d = x["dram"]
+            assert d["samples"] >= 2 and d["shared_mb"] > 0 and d["backend_mb"] > 0, d
+            assert d["total_mb"] >= d["shared_mb"]
+        plan = json.loads((out / "plan.json").read_text())
+        assert plan["method"] == method and all(plan["pool_covers_db"].values())
+        md = (out / "report.md").read_text()
+        assert f"**Method: {method}** (`--method {method}`)" in md
+        assert "| shared [MB] | backend [MB] | DRAM [MB] |" in md
+        assert "## Peak DRAM per query" in md
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["method"]["name"] == method
+        assert summary["method"]["warmup_runs_discarded"] == len(warmups)
+        for c in ran:
+            assert summary["configs"][c]["dram_peak_mb"]["total"] > 0
+        assert f"method {method}" in r.stdout  # the console summary's title

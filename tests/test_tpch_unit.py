@@ -17,6 +17,7 @@ from bench.tpch import (
     compare,
     data,
     measure,
+    methods,
     queries,
     report,
     runner,
@@ -650,3 +651,71 @@ def test_default_run_fits_its_budget() -> None:
     )
     assert "nvm_base_worker" in tpch_settings.DEFAULT_CONFIGS
     assert not set(tpch_settings.BY_NAME_ONLY) & set(tpch_settings.DEFAULT_CONFIGS)
+
+
+# --------------------------------------------------------------------------- method, DRAM
+
+
+def _dram(shared: float, backend: float) -> dict[str, Any]:
+    return {
+        "shared_mb": shared,
+        "backend_mb": backend,
+        "total_mb": shared + backend,
+        "shared_start_mb": shared,
+        "samples": 3,
+        "interval_s": 0.05,
+        "shared_source": "resident pages of the segment (mincore)",
+    }
+
+
+def test_report_method_and_dram_columns(tmp_path: Path) -> None:
+    names = ["nvm_base_worker", "nvm_se2"]
+    recs = []
+    for n, shared in (("nvm_base_worker", 140.0), ("nvm_se2", 40.0)):
+        for q in (1, 6):
+            # the warm-up: checked, not counted (its DRAM would be the peak)
+            recs.append(dict(_rec(n, q, 9.0), rep=0, warmup=True, dram=_dram(999.0, 1.0)))
+            for rep in (1, 2):
+                r = _rec(n, q, 1.0 + rep / 10)
+                r["rep"] = rep
+                r["dram"] = _dram(shared + 10 * (q == 1) + rep, 5.0 * rep)  # peaks in Q1
+                recs.append(r)
+    plan = _plan(names, [1, 6])
+    plan.pop("unavailable")
+    plan.update(method="warm", method_doc=methods.METHODS["warm"].doc)
+    a = report.Analysis(plan, {"cpus": 2}, recs, [])
+    assert a.method == "warm" and a.warmups == 4 and len(a.records) == 8
+    assert a.dram("nvm_se2") == {"shared": 52.0, "backend": 10.0, "total": 62.0}
+    assert a.dram("nvm_base_worker", 1) == {"shared": 152.0, "backend": 10.0, "total": 162.0}
+    assert a.summary["nvm_se2"].total == pytest.approx(1.15 * 2)  # the warm-ups' 9 s left out
+    report.Report(tmp_path, a).write()
+    md = (tmp_path / "report.md").read_text()
+    # the method's own line under the title (the protocol says it again)
+    assert f"\n\n**Method: warm** (`--method warm`): {methods.METHODS['warm'].doc}." in md
+    assert "4 warm-up run(s) discarded" in md
+    head = next(line for line in md.splitlines() if line.startswith("| configuration | engine"))
+    cols = [c.strip() for c in head.strip("|").split("|")]
+    assert cols[5:8] == ["shared [MB]", "backend [MB]", "DRAM [MB]"]
+    row = next(line for line in md.splitlines() if line.startswith("| nvm_se2 | se2"))
+    assert [c.strip() for c in row.strip("|").split("|")][5:8] == ["52", "10", "62"]
+    assert "## Peak DRAM per query" in md and "| Q06 | 152 (142 + 10) | 52 (42 + 10) |" in md
+    assert "a peak shorter than the interval can be missed" in md and "mincore" in md
+    summ = json.loads((tmp_path / "summary.json").read_text())
+    assert summ["method"]["name"] == "warm" and summ["method"]["warmup_runs_discarded"] == 4
+    assert summ["configs"]["nvm_se2"]["dram_peak_mb"]["total"] == 62.0
+    assert summ["cells"]["nvm_se2/q06"]["dram_peak_mb"]["shared"] == 42.0
+    row_csv = runner.csv_row(recs[1])
+    assert (row_csv["dram_shared_mb"], row_csv["dram_total_mb"]) == (151.0, 156.0)
+    assert runner.csv_row(recs[0])["warmup"] is True
+
+
+def test_report_of_a_run_before_the_method_and_dram(tmp_path: Path) -> None:
+    names = ["nvm_base_worker", "nvm_se1"]
+    a = report.Analysis(_plan(names, [1]), {"cpus": 2}, [_rec(n, 1, 1.0) for n in names], [])
+    assert a.method == "cold" and a.warmups == 0
+    report.Report(tmp_path, a).write()
+    md = (tmp_path / "report.md").read_text()
+    assert "\n\n**Method: cold**" in md and "not sampled" in md
+    assert json.loads((tmp_path / "summary.json").read_text())["configs"]["nvm_se1"][
+        "dram_peak_mb"
+    ] == {"shared": None, "backend": None, "total": None}

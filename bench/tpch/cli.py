@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from bench.core import configs, results, selection, storage
-from bench.tpch import queries, settings
+from bench.tpch import methods, queries, settings
 
 DESCRIPTION = """\
 Run the TPC-H benchmark of papers 002 (§5-§6, §8) and 004 (§4) on PostgreSQL 18 with each
@@ -17,10 +17,11 @@ PNG charts) plus a summary table. Does all set-up itself: builds the release fla
 the data with tpchgen-cli (cached in $PGNVM_HOME/tpch/data), creates and loads one cluster per
 storage target, scale factor and data checksums setting (tpch-sf<N>-nvm, tpch-sf<N>-disk;
 with --data-checksums off tpch-sf<N>-nvm-nocsum, ...; reused by later runs while their load
-checksum matches). Each run restarts the server (cold shared buffers), drops the OS
-page cache for data on disk, runs one query in a fresh connection and records wall-clock,
-the backend's CPU time and page faults, the other server processes' CPU, pg_stat_io deltas
-and hardware counters (where the machine has them)."""
+checksum matches). By default (--method cold) each run restarts the server (cold shared
+buffers), drops the OS page cache for data on disk, runs one query in a fresh connection
+and records wall-clock, the backend's CPU time and page faults, the other server processes'
+CPU, pg_stat_io deltas, hardware counters (where the machine has them) and the peak DRAM
+(the server's resident shared memory + the backend's private memory, sampled)."""
 
 EPILOG = (
     """\
@@ -105,6 +106,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help="runs of every query in every configuration (default: 3); the report "
         "gives the median with min and max",
+    )
+    p.add_argument(
+        "--method",
+        choices=methods.NAMES,
+        default=methods.DEFAULT,
+        help="how each query is run: "
+        + "; ".join(f"{m.name}: {m.doc}" for m in methods.METHODS.values())
+        + f" (default: {methods.DEFAULT})",
     )
     p.add_argument(
         "--out",
@@ -220,6 +229,7 @@ def _cmd_tpch(args: argparse.Namespace) -> int:
         selection=chosen,
         queries=args.queries,
         repeat=args.repeat,
+        method=args.method,
         out=args.out,
         timeout=args.timeout,
         parallel_workers=args.parallel_workers,

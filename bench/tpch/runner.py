@@ -1,6 +1,8 @@
 """``./pgnvm tpch``: set-up, the measurement protocol, raw output, report.
 
-Protocol of one run (configuration C, query Q, repetition R):
+Protocol of one run (configuration C, query Q, repetition R) with the default method,
+``cold`` (``--method``, :mod:`bench.tpch.methods`: ``prewarm`` prewarms every configuration
+in step 1, ``warm`` restarts once per configuration and discards a warm-up run per query):
 
 1. The other storage target's server is stopped; C's settings are written to its target's
    ``pgnvm.conf``; the server is restarted (stop -m fast, start): shared buffers are cold.
@@ -14,6 +16,8 @@ Protocol of one run (configuration C, query Q, repetition R):
    ``pg_stat_io`` snapshot.
 3. /proc samples of every thread of the backend (``/proc/<pid>/task/<tid>``) and of every
    other server process; hardware/software counters attached to the backend's main thread;
+   the DRAM sampler starts (:mod:`bench.core.dram`: resident shared memory of the server,
+   private memory of the backend, every 50 ms until the result is in);
    the query is sent; wall-clock = from sending it until its whole result has arrived
    (psycopg returns after libpq has received all rows; converting them to Python objects is
    not timed); counters and /proc samples are read again. The backend's main thread (tid ==
@@ -52,11 +56,22 @@ import psycopg
 import psycopg.errors
 
 from bench.core import cluster as clu
-from bench.core import configs, counters, otherwork, paths, procfs, results, selection, topology, ui
+from bench.core import (
+    configs,
+    counters,
+    dram,
+    otherwork,
+    paths,
+    procfs,
+    results,
+    selection,
+    topology,
+    ui,
+)
 from bench.core.build import ensure_built
 from bench.core.configs import Config
 from bench.core.server import stop_quietly
-from bench.tpch import compare, data, measure, profile, queries, report, targets
+from bench.tpch import compare, data, measure, methods, profile, queries, report, targets
 from bench.tpch.report import statistics as stats
 from bench.tpch.settings import (
     BUDGET_S,
@@ -108,8 +123,12 @@ CSV_FIELDS = [
     "client_reads",
     "client_read_bytes",
     "client_hits",
+    "warmup",
     "restart_s",
     "prewarm_s",
+    "dram_shared_mb",
+    "dram_backend_mb",
+    "dram_total_mb",
     "os_cache",
     "loadavg_1m",
     "other_cpu_s",
@@ -125,6 +144,7 @@ class Options:
     selection: selection.Selection | None = None
     queries: list[int] = field(default_factory=lambda: list(queries.ALL_QUERIES))
     repeat: int = 3
+    method: str = methods.DEFAULT  # --method: cold | prewarm | warm (bench.tpch.methods)
     out: Path | None = None
     timeout: float = 600.0
     parallel_workers: int = 0
@@ -138,6 +158,10 @@ class Options:
     build: bool = True  # False: use the installed release build as it is (--no-build)
     data_checksums: bool = True  # --data-checksums on|off: clusters of their own when off
     perturb: set[tuple[str, int]] = field(default_factory=set)
+
+    @property
+    def how(self) -> methods.Method:
+        return methods.METHODS[self.method]
 
     @property
     def common(self) -> Common:
@@ -212,6 +236,7 @@ def csv_row(rec: dict[str, Any]) -> dict[str, Any]:
             "answer",
             "kernel_share",
             "others_cpu_s",
+            "warmup",
             "restart_s",
             "prewarm_s",
             "os_cache",
@@ -220,6 +245,9 @@ def csv_row(rec: dict[str, Any]) -> dict[str, Any]:
         )
     }
     row["other_cpu_s"] = (rec.get("other_work") or {}).get("other_cpu_s")
+    mem = rec.get("dram") or {}
+    for k in ("shared", "backend", "total"):
+        row[f"dram_{k}_mb"] = mem.get(f"{k}_mb")
     row.update(
         {
             "backend_utime_s": b.get("utime_s"),
@@ -264,6 +292,7 @@ class Runner:
         self.unavailable: dict[str, str] = {}
         self.unknown: dict[str, str] = {}  # runs, but availability unknown: why
         self.settings: dict[str, dict[str, str]] = {}
+        self.pool_covers_db: dict[str, bool] = {}  # shared_buffers >= the database
         self.targets: dict[str, targets.Target] = {}
         self.records: list[dict[str, Any]] = []
         self.ref: dict[int, tuple[str, list[compare.Row]]] = {}
@@ -293,11 +322,14 @@ class Runner:
         self.configs = sel.run
         self.unavailable = sel.refused
         self.unknown = sel.unknown
-        runs = len(self.schedule())
+        sched = self.schedule()
+        runs = len(sched)
+        warmups = sum(1 for st in sched if st.warmup)
         est = estimate_seconds(runs, o.sf)
         ui.info(
             f"{runs} runs ({len(self.configs)} configurations x {len(o.queries)} queries x "
-            f"{o.repeat}), estimated {ui.fmt_seconds(est)} (+ about "
+            f"{o.repeat}{f', + {warmups} warm-up runs' if warmups else ''}; method "
+            f"{o.method}), estimated {ui.fmt_seconds(est)} (+ about "
             f"{ui.fmt_seconds(SETUP_S_PER_SF * o.sf)} of data generation and loading where "
             "not done before)"
         )
@@ -331,6 +363,15 @@ class Runner:
             whole_db = configs.whole_db_shared_buffers(db_bytes)
         for c in self.configs:
             self.settings[c.name] = server_settings(c, o.common, whole_db)
+            pool = configs.size_bytes(self.settings[c.name]["shared_buffers"])
+            self.pool_covers_db[c.name] = pool >= self.targets[c.storage].db_bytes
+        short = [n for n, ok in self.pool_covers_db.items() if not ok]
+        if o.how.prewarm_all and short:
+            ui.notice(
+                f"--method {o.method}: the pool of {', '.join(short)} does not cover the "
+                "database (shared_buffers below its size): pg_prewarm leaves only part of it "
+                "in shared buffers (a *_wholedb configuration or --shared-buffers covers it)"
+            )
         self.env["db_bytes"] = {s: t.db_bytes for s, t in self.targets.items()}
         self.env["pgnvm_extension"] = {
             s: f"{t.pgnvm_extension} (schema {t.pgnvm_schema})"
@@ -366,6 +407,10 @@ class Runner:
             "shared_buffers": o.shared_buffers,
             "work_mem": o.work_mem,
             "data_checksums": targets.checksums_text(o.data_checksums),
+            "method": o.method,
+            "method_doc": o.how.doc,
+            "pool_covers_db": self.pool_covers_db,
+            "dram_sampling": {"interval_s": dram.INTERVAL_S},
             "configs": [
                 {
                     **asdict(c),
@@ -376,14 +421,15 @@ class Runner:
             ],
             "unavailable": self.unavailable,
             "availability_unknown": self.unknown,
-            "order": "for each repetition, for each query, every configuration in turn",
+            "order": methods.order_text(o.how),
             "started_at": self.started.isoformat(timespec="seconds"),
         }
 
     # ---- one run
 
-    def run_one(self, cfg: Config, q: int, rep: int) -> dict[str, Any]:
+    def run_one(self, step: methods.Step[Config]) -> dict[str, Any]:
         o = self.opts
+        cfg, q, rep = step.config, step.query, step.rep
         tg = self.targets[cfg.storage]
         for other in self.targets.values():
             if other is not tg:
@@ -398,23 +444,30 @@ class Runner:
             "status": "error",
             "error": None,
         }
+        if step.warmup:
+            rec["warmup"] = True  # checked, not in the statistics
         t_begin = time.monotonic()
         rec["loadavg_1m"] = procfs.loadavg()
-        tg.server.apply_config(cfg, self.settings[cfg.name])
-        try:
-            rec["restart_s"] = round(tg.server.restart(move_port=True), 3)
-        except clu.ClusterError as e:
-            rec["error"] = f"server did not start: {e}"
-            rec["server_log_tail"] = tg.server.log_tail(30)
-            ui.error(f"{cfg.name}: {rec['error']}")
-            self.durations.setdefault((cfg.name, q), []).append(time.monotonic() - t_begin)
-            return rec
-        if cfg.prewarm:
-            secs, blocks = tg.prewarm()
-            rec["prewarm_s"] = round(secs, 3)
-            rec["prewarm_blocks"] = blocks
+        restart = step.restart or not tg.server.is_running()
+        rec["restarted"] = restart
+        if restart:
+            tg.server.apply_config(cfg, self.settings[cfg.name])
+            try:
+                rec["restart_s"] = round(tg.server.restart(move_port=True), 3)
+            except clu.ClusterError as e:
+                rec["error"] = f"server did not start: {e}"
+                rec["server_log_tail"] = tg.server.log_tail(30)
+                ui.error(f"{cfg.name}: {rec['error']}")
+                self.durations.setdefault((cfg.name, q), []).append(time.monotonic() - t_begin)
+                return rec
+            if methods.prewarms(o.how, cfg.prewarm):
+                secs, blocks = tg.prewarm()
+                rec["prewarm_s"] = round(secs, 3)
+                rec["prewarm_blocks"] = blocks
         rec["os_cache"] = (
-            results.drop_os_caches(tg.server.cluster.datadir) if cfg.drop_caches else "kept"
+            results.drop_os_caches(tg.server.cluster.datadir)
+            if cfg.drop_caches and restart
+            else "kept"
         )
         pm = tg.server.postmaster_pid()
         sql = queries.sql(q, o.sf)
@@ -450,6 +503,9 @@ class Runner:
                 perf_file = f"{cfg.name}-{queries.qname(q)}-r{rep}.data"
                 sampler = profile.PerfRecord([pid], self.writer.out / "perf" / perf_file)
                 sampler.start()
+            mem = dram.Sampler(pm, pid) if pm else None
+            if mem is not None:
+                mem.start()
             t0 = time.perf_counter()
             cur = None
             try:
@@ -462,6 +518,8 @@ class Runner:
                 rec["status"] = "crash" if conn.broken or conn.closed else "error"
                 rec["error"] = str(e).strip()
             wall = time.perf_counter() - t0
+            if mem is not None:
+                rec["dram"] = mem.stop()
             rec["perf"] = perf.stop() if perf else None
             if sampler is not None:
                 why = sampler.stop()
@@ -570,15 +628,11 @@ class Runner:
 
     # ---- main loop
 
-    def schedule(self) -> list[tuple[Config, int, int]]:
-        return [
-            (c, q, rep)
-            for rep in range(1, self.opts.repeat + 1)
-            for q in self.opts.queries
-            for c in self.configs
-        ]
+    def schedule(self) -> list[methods.Step[Config]]:
+        o = self.opts
+        return methods.schedule(o.how, self.configs, o.queries, o.repeat)
 
-    def eta(self, remaining: list[tuple[Config, int, int]]) -> float | None:
+    def eta(self, remaining: list[methods.Step[Config]]) -> float | None:
         if not self.durations:
             return estimate_seconds(len(remaining), self.opts.sf)
         all_d = [d for ds in self.durations.values() for d in ds]
@@ -587,8 +641,8 @@ class Runner:
         for (_, q), seen in self.durations.items():
             per_q.setdefault(q, []).extend(seen)
         tot = 0.0
-        for c, q, _ in remaining:
-            ds = self.durations.get((c.name, q)) or per_q.get(q)
+        for st in remaining:
+            ds = self.durations.get((st.config.name, st.query)) or per_q.get(st.query)
             tot += sum(ds) / len(ds) if ds else glob
         return tot
 
@@ -604,12 +658,11 @@ class Runner:
         prog = results.Progress(len(sched), "tpch")
         try:
             with prog:
-                for i, (cfg, q, rep) in enumerate(sched):
+                for i, st in enumerate(sched):
                     eta = self.eta(sched[i:])
-                    prog.update(
-                        i, f"{queries.qname(q)} {cfg.name} run {rep}/{self.opts.repeat}", eta
-                    )
-                    rec = self.run_one(cfg, q, rep)
+                    what = "warm-up" if st.warmup else f"run {st.rep}/{self.opts.repeat}"
+                    prog.update(i, f"{queries.qname(st.query)} {st.config.name} {what}", eta)
+                    rec = self.run_one(st)
                     self.records.append(rec)
                     self.writer.run(rec)
                     prog.done_one(i + 1, _run_line(i + 1, len(sched), rec))
@@ -693,10 +746,11 @@ def _run_line(i: int, n: int, rec: dict[str, Any]) -> str:
     h = rec.get("helpers") or {}
     if h.get("threads"):
         ks_txt += f" helpers {h['threads']}: {rec.get('helper_cpu_s', 0):.3f}s CPU"
-    return (
-        f"[{i}/{n}] {queries.qname(rec['query'])} {rec['config']:<18} run {rec['rep']}:"
-        f"{extra}{ks_txt}"
-    )
+    mem = rec.get("dram") or {}
+    if mem.get("total_mb") is not None:
+        ks_txt += f" DRAM {mem['total_mb']:.0f} MB"
+    what = "warm-up" if rec.get("warmup") else f"run {rec['rep']}"
+    return f"[{i}/{n}] {queries.qname(rec['query'])} {rec['config']:<18} {what}:{extra}{ks_txt}"
 
 
 def run(opts: Options) -> int:

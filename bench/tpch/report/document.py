@@ -8,13 +8,16 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-from bench.core import otherwork, rootkind
+from bench.core import dram, otherwork, rootkind
 from bench.core.blocks import Block, fmt, num, pct, ratio
-from bench.tpch import measure
+from bench.tpch import measure, methods
 from bench.tpch import settings as cfgs
 from bench.tpch.queries import qname
 from bench.tpch.report import statistics as stats
 from bench.tpch.report.statistics import Analysis, counter
+
+#: the summary's DRAM columns (peaks, MB), in the order of statistics.DRAM_PARTS
+DRAM_HEADERS = ("shared [MB]", "backend [MB]", "DRAM [MB]")
 
 
 class Document:
@@ -55,13 +58,14 @@ class Document:
             "storage",
             f"total [s] ({len(self.a.common)} q)",
             "geomean [s]",
+            *DRAM_HEADERS,
             *[f"GM ×{r}" for r in self.a.refs],
             *[f"total ×{r}" for r in self.a.refs],
             "queries ok",
             "failed",
         ]
         if self.a.helper_configs:
-            hdr.insert(5, "helper CPU [s]")
+            hdr.insert(5 + len(DRAM_HEADERS), "helper CPU [s]")
         by = {c["name"]: c for c in self.a.plan["configs"]}
         rows = []
         for c in self.a.configs:
@@ -73,6 +77,7 @@ class Document:
                     by[c]["storage"],
                     fmt(s.total, 2),
                     fmt(s.geomean, 3),
+                    *self.dram_cells(c),
                     *[ratio(s.ratios.get(r)) for r in self.a.refs],
                     *[ratio(s.total_ratios.get(r)) for r in self.a.refs],
                     str(s.n_ok),
@@ -80,7 +85,7 @@ class Document:
                 ]
             )
             if self.a.helper_configs:
-                rows[-1].insert(5, fmt(self.a.helper_total(c), 3))
+                rows[-1].insert(5 + len(DRAM_HEADERS), fmt(self.a.helper_total(c), 3))
         out: list[Block] = [("table", hdr, rows)]
         for head, what, notes in (
             ("Not run", "not available", self.a.unavailable),
@@ -90,6 +95,41 @@ class Document:
                 text = "; ".join(f"{n} — {what}: {w}" for n, w in notes.items())
                 out.append(("p", f"{head}: {text}."))
         return out
+
+    def dram_cells(self, c: str, q: int | None = None) -> list[str]:
+        """The peaks of :data:`DRAM_HEADERS` of ``c`` (over query ``q`` or all), MB."""
+        d = self.a.dram(c, q)
+        return [fmt(d[part], 0) for part in stats.DRAM_PARTS]
+
+    def dram_blocks(self) -> list[Block]:
+        """Peak DRAM per query and configuration (shared + backend = total, MB) and what
+        the samples mean."""
+        rows = []
+        for q in self.a.queries:
+            row = [qname(q).upper()]
+            for c in self.a.configs:
+                sh, be, tot = self.dram_cells(c, q)
+                row.append("–" if tot == "–" else f"{tot} ({sh} + {be})")
+            rows.append(row)
+        return [("table", ["query", *self.a.configs], rows), ("p", self.dram_text())]
+
+    def dram_text(self) -> str:
+        """What the DRAM columns mean."""
+        sources = sorted({str(r["dram"]["shared_source"]) for r in self.a.records if r.get("dram")})
+        interval = (self.a.plan.get("dram_sampling") or {}).get("interval_s", dram.INTERVAL_S)
+        return (
+            "DRAM [MB]: the peak over the runs of samples taken when the query is sent, every "
+            f"{interval * 1000:g} ms while it runs and when its result is in, so a peak "
+            "shorter than the interval can be missed. *shared*: the pages of the server's "
+            "main shared memory segment (the buffer pool and the rest of it) resident in "
+            "DRAM — the pool as touched, by this query or before it (restart, prewarm, "
+            f"earlier queries); measured as: {'; '.join(sources) or 'not sampled'}. "
+            "*backend*: the measured backend's private memory (RssAnon: heap, work_mem, "
+            "sorts and hashes, its helper threads' stacks). *total*: the largest shared + "
+            "backend of one sample. Not counted: the tmpfs files that emulate persistent "
+            "memory (se1/se2 map them; a process's RssShmem would count them as DRAM), "
+            "the OS page cache, other server processes' private memory."
+        )
 
     def per_query_blocks(self) -> list[Block]:
         hdr = ["query", *self.a.configs]
@@ -351,6 +391,8 @@ class Document:
 
     def config_blocks(self) -> list[Block]:
         rows = []
+        how = methods.METHODS[self.a.method]
+        covers = self.a.plan.get("pool_covers_db") or {}
         for c in self.a.plan["configs"]:
             own = dict(c["server_settings"].items())
             extra = ", ".join(f"{k}={v}" for k, v in sorted(c["settings"].items()))
@@ -360,9 +402,9 @@ class Document:
                     c["name"],
                     c["engine"],
                     c["storage"],
-                    sb,
+                    sb + {True: "", False: " (< database)"}.get(covers.get(c["name"], True), ""),
                     extra or "–",
-                    "yes" if c["prewarm"] else "–",
+                    "yes" if methods.prewarms(how, c["prewarm"]) else "–",
                     "yes" if c["drop_caches"] else "–",
                     c["doc"],
                 ]
@@ -491,15 +533,30 @@ class Document:
     def title(self) -> str:
         return f"TPC-H SF {self.a.plan['sf']:g} on pgnvm, data checksums {self.a.checksums}"
 
+    def method_text(self) -> str:
+        """The method line: its name and what it means."""
+        doc = self.a.method_doc or methods.METHODS[self.a.method].doc
+        text = f"**Method: {self.a.method}** (`--method {self.a.method}`): {doc}."
+        if self.a.warmups:
+            text += f" {self.a.warmups} warm-up run(s) discarded (answers checked)."
+        short = [n for n, ok in (self.a.plan.get("pool_covers_db") or {}).items() if not ok]
+        if self.a.method == "prewarm" and short:
+            text += (
+                f" The pool of {', '.join(short)} does not cover the database: the prewarm "
+                "left only part of it in shared buffers."
+            )
+        return text
+
     def protocol_text(self) -> str:
         p = self.a.plan
         return (
             f"Scale factor {p['sf']:g}, queries {', '.join(str(q) for q in p['queries'])}, "
-            f"{p['repeat']} repetition(s); {self.checksums_text()}. Order: {p['order']}. "
-            "Each run: the server of the "
-            "configuration's storage target is restarted (cold shared buffers; mem_limit: "
-            "then pg_prewarm of every table and index, in a connection that has exited "
-            "before the run); for data on disk the cluster's files leave the OS page cache "
+            f"{p['repeat']} repetition(s); {self.checksums_text()}. {self.method_text()} "
+            f"Order: {p['order']}. "
+            "A restart stops and starts the server of the configuration's storage target "
+            "(cold shared buffers); a prewarm is pg_prewarm of every table and index, in a "
+            "connection that has exited before the run; after a restart, for data on disk the "
+            "cluster's files leave the OS page cache "
             "(`sync`, then `posix_fadvise(DONTNEED)` on each: a global `drop_caches` would "
             "turn off the kernel's fault-around on tmpfs); the query runs in a fresh "
             "connection. Wall-clock: "
@@ -529,6 +586,7 @@ class Document:
                 f"{self.a.env.get('server_version', '')}.",
             )
         )
+        b.append(("p", self.method_text()))
         if self.a.interrupted:
             b.append(("p", "**INTERRUPTED**: this report covers the finished runs only."))
         root = rootkind.report_text(self.a.env)
@@ -543,12 +601,15 @@ class Document:
                 "p",
                 f"Totals and geometric means are over the {len(self.a.common)} queries "
                 "every configuration finished; ×X = ratio to configuration X (below 1: "
-                "faster).",
+                "faster). DRAM: peaks over every run of the configuration, shared memory "
+                "of the server + private memory of the backend (see the DRAM section).",
             )
         )
         b += self.image("totals.png")
         b.append(("h2", "Wall-clock per query: median [min–max] seconds"))
         b += self.per_query_blocks()
+        b.append(("h2", "Peak DRAM per query: total (shared + backend) [MB]"))
+        b += self.dram_blocks()
         if self.a.baseline:
             b.append(("h2", f"Wall-clock normalised to {self.a.baseline}"))
             b += self.image("wallclock_normalized.png")

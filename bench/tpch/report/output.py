@@ -41,6 +41,7 @@ class Report:
                 "queries_ok": s.n_ok,
                 "queries_failed": s.n_failed,
                 "helper_cpu_s": self.a.helper_total(c),
+                "dram_peak_mb": self.a.dram(c),
             }
             for c, s in self.a.summary.items()
         }
@@ -56,6 +57,7 @@ class Report:
                     if c in self.a.helper_configs
                     else None
                 ),
+                "dram_peak_mb": self.a.dram(c, q),
             }
             for (c, q), cell in self.a.table.items()
         }
@@ -70,6 +72,14 @@ class Report:
                     "not_available": self.a.unavailable,
                     "availability_unknown": self.a.unknown,
                     "data_checksums": self.a.checksums,
+                    "method": {
+                        "name": self.a.method,
+                        "means": self.a.method_doc,
+                        "warmup_runs_discarded": self.a.warmups,
+                    },
+                    "dram": "peak MB of samples: shared (the server's main shared memory "
+                    "resident), backend (its private memory, RssAnon), total (shared + "
+                    "backend in one sample)",
                 },
                 indent=2,
                 sort_keys=True,

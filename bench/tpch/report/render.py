@@ -18,7 +18,7 @@ def print_summary(a: Analysis) -> None:
         con = Console(highlight=False, width=200)
     t = Table(
         # rich markup: \\[s] is a literal [s]
-        title=f"TPC-H SF {a.plan['sf']:g}, data checksums {a.checksums}: "
+        title=f"TPC-H SF {a.plan['sf']:g}, data checksums {a.checksums}, method {a.method}: "
         "median wall-clock \\[s]" + (" (INTERRUPTED)" if a.interrupted else "")
     )
     t.add_column("query")
@@ -47,6 +47,7 @@ def print_summary(a: Analysis) -> None:
     for r in a.refs:
         t.add_row(f"GM ×{r}", *[ratio(a.summary[c].ratios.get(r)) for c in a.configs])
     t.add_row("kernel share", *[pct(a.kernel_total(c)) for c in a.configs])
+    t.add_row("DRAM peak \\[MB]", *[fmt(a.dram(c)["total"], 0) for c in a.configs])
     if a.helper_configs:
         t.add_row(
             "helper CPU \\[s]",  # rich markup: a literal [s]

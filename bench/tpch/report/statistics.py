@@ -173,6 +173,23 @@ def normalized(
     return a.median / b.median
 
 
+#: the parts of a run's ``dram`` record (bench.core.dram.peaks), in MB
+DRAM_PARTS = ("shared", "backend", "total")
+
+
+def dram_peaks(runs: Iterable[dict[str, Any]]) -> dict[str, float | None]:
+    """The peak of each DRAM part (:data:`DRAM_PARTS`, MB) over ``runs``: the most any one
+    run's samples saw; None for a part no run has."""
+    runs = list(runs)
+    out: dict[str, float | None] = {}
+    for part in DRAM_PARTS:
+        vals = [
+            float(v) for r in runs if (v := (r.get("dram") or {}).get(f"{part}_mb")) is not None
+        ]
+        out[part] = max(vals) if vals else None
+    return out
+
+
 def counter(name: str) -> Callable[[dict[str, Any]], float | None]:
     """The value of perf counter ``name`` in a run record (None if not counted)."""
 
@@ -201,7 +218,13 @@ class Analysis:
     ) -> None:
         self.plan = plan
         self.env = env
-        self.records = records
+        #: the measured runs (the warm-up runs of ``--method warm`` are checked, not counted)
+        self.records = [r for r in records if not r.get("warmup")]
+        self.warmups = len(records) - len(self.records)
+        #: --method (plans written before the option: cold)
+        self.method: str = str(plan.get("method") or "cold")
+        self.method_doc: str = str(plan.get("method_doc") or "")
+        records = self.records
         self.mismatches = mismatches
         self.plans = plans or {}
         self.interrupted = interrupted
@@ -247,6 +270,15 @@ class Analysis:
     def sum_common(self, c: str, fn: Callable[[dict[str, Any]], float | None]) -> float | None:
         vals = [self.median_of(c, q, fn) for q in self.common]
         return sum(v for v in vals if v is not None) if self.common else None
+
+    def dram(self, c: str, q: int | None = None) -> dict[str, float | None]:
+        """Peak DRAM (MB: shared, backend, total) of configuration ``c`` over its ok runs
+        (of query ``q``, or of every query)."""
+        return dram_peaks(
+            r
+            for r in self.records
+            if r["config"] == c and r["status"] == "ok" and (q is None or r["query"] == q)
+        )
 
     def cpu_parts(self, c: str) -> dict[str, float]:
         def backend(key: str) -> Callable[[dict[str, Any]], float | None]:
