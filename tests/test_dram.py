@@ -5,6 +5,8 @@ from __future__ import annotations
 import mmap
 import os
 
+import pytest
+
 from bench.core import dram, procfs
 
 MB = 1 << 20
@@ -51,6 +53,23 @@ def test_sampler_on_a_shared_mapping_of_this_process() -> None:
         assert got["shared_source"] in (dram.SOURCE_MINCORE, dram.SOURCE_MAPPED)
         assert got["shared_start_mb"] == 8.0 and got["shared_mb"] == 16.0
         assert got["backend_mb"] > 0 and got["total_mb"] >= got["shared_mb"]
+    finally:
+        m.close()
+
+
+def test_sampler_without_mincore_takes_the_most_one_process_has_mapped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(procfs, "resident_bytes", lambda pid, seg: None)  # not CAP_SYS_ADMIN
+    m = mmap.mmap(-1, 64 * MB, mmap.MAP_SHARED)
+    try:
+        for off in range(0, 4 * MB, mmap.PAGESIZE):
+            m[off] = 1
+        me = os.getpid()
+        s = dram.Sampler(me, me, interval=0.01)
+        s.start()
+        got = s.stop()
+        assert got["shared_source"] == dram.SOURCE_MAPPED and got["shared_mb"] == 4.0
     finally:
         m.close()
 
