@@ -39,22 +39,27 @@ def test_peaks_with_missing_parts() -> None:
 
 def test_sampler_on_a_shared_mapping_of_this_process() -> None:
     m = mmap.mmap(-1, 64 * MB, mmap.MAP_SHARED)  # the largest /dev/zero mapping here
+    m2 = mmap.mmap(-1, 4 * MB, mmap.MAP_SHARED)  # another one: counted too
     try:
         for off in range(0, 8 * MB, mmap.PAGESIZE):
             m[off] = 1
+        for off in range(0, MB, mmap.PAGESIZE):
+            m2[off] = 1
         me = os.getpid()
         s = dram.Sampler(me, me, interval=0.01)
-        assert s.segment is not None and s.segment[1] - s.segment[0] == 64 * MB
+        assert s.segments[0][1] - s.segments[0][0] == 64 * MB
+        assert (s.segments[1][1] - s.segments[1][0]) == 4 * MB
         s.start()
         for off in range(8 * MB, 16 * MB, mmap.PAGESIZE):
             m[off] = 1
         got = s.stop()
         assert got["samples"] >= 2 and got["interval_s"] == 0.01
         assert got["shared_source"] in (dram.SOURCE_MINCORE, dram.SOURCE_MAPPED)
-        assert got["shared_start_mb"] == 8.0 and got["shared_mb"] == 16.0
+        assert got["shared_start_mb"] == 9.0 and got["shared_mb"] == 17.0  # 8 (+8) + 1
         assert got["backend_mb"] > 0 and got["total_mb"] >= got["shared_mb"]
     finally:
         m.close()
+        m2.close()
 
 
 def test_sampler_without_mincore_takes_the_most_one_process_has_mapped(
@@ -62,16 +67,20 @@ def test_sampler_without_mincore_takes_the_most_one_process_has_mapped(
 ) -> None:
     monkeypatch.setattr(procfs, "resident_bytes", lambda pid, seg: None)  # not CAP_SYS_ADMIN
     m = mmap.mmap(-1, 64 * MB, mmap.MAP_SHARED)
+    m2 = mmap.mmap(-1, 4 * MB, mmap.MAP_SHARED)
     try:
         for off in range(0, 4 * MB, mmap.PAGESIZE):
             m[off] = 1
+        for off in range(0, MB, mmap.PAGESIZE):
+            m2[off] = 1
         me = os.getpid()
         s = dram.Sampler(me, me, interval=0.01)
         s.start()
         got = s.stop()
-        assert got["shared_source"] == dram.SOURCE_MAPPED and got["shared_mb"] == 4.0
+        assert got["shared_source"] == dram.SOURCE_MAPPED and got["shared_mb"] == 5.0
     finally:
         m.close()
+        m2.close()
 
 
 def test_sampler_without_a_segment() -> None:
@@ -79,5 +88,5 @@ def test_sampler_without_a_segment() -> None:
     s.start()
     got = s.stop()
     assert got["shared_mb"] is None and got["backend_mb"] is None
-    assert got["shared_source"] == "no shared memory segment found"
+    assert got["shared_source"] == "no shared anonymous memory found"
     assert procfs.memory_status(2**22 + 12346) is None

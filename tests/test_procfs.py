@@ -136,9 +136,13 @@ def test_memory_of_a_process_on_a_fake_proc(tmp_path: Path) -> None:
         "7f3000000000-7f3010000000 rw-p 00000000 00:00 0 \n"
         "7f4000000000-7f4000200000 rw-s 00000000 00:19 5 /dev/shm/PostgreSQL.123\n"
     )
-    # the largest shared anonymous mapping: not the bigger tmpfs file, not private memory
-    assert procfs.shared_segment(42, tmp_path) == (0x7F0000000000, 0x7F0008000000)
-    assert procfs.shared_segment(43, tmp_path) is None
+    # the shared anonymous mappings, largest first: not the bigger tmpfs file, not private
+    # memory, not a POSIX DSM segment
+    assert procfs.shared_segments(42, tmp_path) == [
+        (0x7F0000000000, 0x7F0008000000),
+        (0x7F2000000000, 0x7F2000010000),
+    ]
+    assert procfs.shared_segments(43, tmp_path) == []
     (d / "smaps").write_text(
         "7f0000000000-7f0008000000 rw-s 00000000 00:01 7 /dev/zero (deleted)\n"
         "Size:             131072 kB\nRss:                2048 kB\nPss:    1024 kB\n"
@@ -159,8 +163,8 @@ def test_resident_bytes_of_a_shared_mapping_of_this_process() -> None:
     try:
         for off in range(0, 3 << 20, mmap.PAGESIZE):
             m[off] = 1
-        seg = procfs.shared_segment(os.getpid())
-        assert seg is not None and seg[1] - seg[0] == 16 << 20
+        seg = procfs.shared_segments(os.getpid())[0]
+        assert seg[1] - seg[0] == 16 << 20
         got = procfs.resident_bytes(os.getpid(), seg)
         if got is None:  # not CAP_SYS_ADMIN: map_files cannot be opened
             assert os.geteuid() != 0

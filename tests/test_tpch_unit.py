@@ -664,7 +664,7 @@ def _dram(shared: float, backend: float) -> dict[str, Any]:
         "shared_start_mb": shared,
         "samples": 3,
         "interval_s": 0.05,
-        "shared_source": "resident pages of the segment (mincore)",
+        "shared_source": "resident pages of the shared memory (mincore)",
     }
 
 

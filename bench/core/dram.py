@@ -3,13 +3,14 @@ buffer pool and the rest of the main segment) and the private memory of the meas
 backend, sampled at an interval by a thread (:class:`Sampler`); the readers are
 :mod:`bench.core.procfs`'s.
 
-* **shared**: the pages of the server's main shared memory segment resident in DRAM
-  (:func:`procfs.shared_segment` of the postmaster). Best: every resident page of the
-  segment, whoever touched it, the prewarm's exited backend included
-  (:func:`procfs.resident_bytes`, mincore: needs CAP_SYS_ADMIN, i.e. root). Otherwise the
-  most any one live server process has mapped of it (:func:`procfs.vma_rss` of the
-  postmaster and its children; a lower bound). Not the tmpfs files that emulate persistent
-  memory: se1/se2 map them, and a process's ``RssShmem`` counts them with the pool.
+* **shared**: the pages of the server's shared memory resident in DRAM: its shared
+  anonymous mappings (:func:`procfs.shared_segments` of the postmaster: the main segment
+  with the buffer pool, the System V one). Best: every resident page, whoever touched it,
+  the prewarm's exited backend included (:func:`procfs.resident_bytes`, mincore: needs
+  CAP_SYS_ADMIN, i.e. root). Otherwise the most any one live server process has mapped
+  of them (:func:`procfs.vma_rss` of the postmaster and its children; a lower bound).
+  Not the tmpfs files that emulate persistent memory: se1/se2 map them, and a process's
+  ``RssShmem`` counts them with the pool.
 * **backend**: the measured backend's private memory (``RssAnon``: heap, work_mem, sorts and
   hashes, its prefetch helper threads' stacks; :func:`procfs.memory_status`).
 
@@ -32,8 +33,8 @@ INTERVAL_S = 0.05
 MB = 1 << 20
 
 #: how the shared part was measured (a run record's ``dram.shared_source``)
-SOURCE_MINCORE = "resident pages of the segment (mincore)"
-SOURCE_MAPPED = "most of the segment one live server process has mapped (smaps Rss)"
+SOURCE_MINCORE = "resident pages of the shared memory (mincore)"
+SOURCE_MAPPED = "most of the shared memory one live server process has mapped (smaps Rss)"
 
 
 @dataclass(frozen=True)
@@ -73,23 +74,26 @@ class Sampler:
         self.postmaster = postmaster
         self.backend = backend
         self.interval = interval
-        self.segment = procfs.shared_segment(postmaster)
+        self.segments = procfs.shared_segments(postmaster)
         self.source: str | None = None
         self.samples: list[Sample] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def shared_bytes(self) -> int | None:
-        if self.segment is None:
+        if not self.segments:
             return None
         if self.source != SOURCE_MAPPED:
-            got = procfs.resident_bytes(self.postmaster, self.segment)
-            if got is not None:
+            got = [procfs.resident_bytes(self.postmaster, seg) for seg in self.segments]
+            if None not in got:
                 self.source = SOURCE_MINCORE
-                return got
+                return sum(v for v in got if v is not None)
             self.source = SOURCE_MAPPED
-        pids = [self.postmaster, *procfs.children(self.postmaster)]
-        rss = [v for v in (procfs.vma_rss(p, self.segment[0]) for p in pids) if v is not None]
+        rss = []
+        for p in [self.postmaster, *procfs.children(self.postmaster)]:
+            mine = [procfs.vma_rss(p, start) for start, _ in self.segments]
+            if any(v is not None for v in mine):
+                rss.append(sum(v for v in mine if v is not None))
         return max(rss) if rss else None
 
     def sample(self) -> Sample:
@@ -117,5 +121,5 @@ class Sampler:
         return {
             **peaks(self.samples),
             "interval_s": self.interval,
-            "shared_source": self.source or "no shared memory segment found",
+            "shared_source": self.source or "no shared anonymous memory found",
         }

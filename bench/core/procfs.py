@@ -15,8 +15,8 @@ the functions return ``None`` / empty values then, never raise.
 * ``cmdline`` (:func:`argv`; :func:`cmdline` is the PostgreSQL process title), ``comm``,
   ``cwd``, :func:`children` of a process; :func:`alive`, :func:`is_zombie`.
 * Memory of a process: :func:`memory_status` (``status``: RssAnon, RssFile, RssShmem),
-  :func:`shared_segment` (``maps``: the largest shared anonymous mapping, PostgreSQL's main
-  shared memory), :func:`vma_rss` (``smaps``: what one process has of one mapping) and
+  :func:`shared_segments` (``maps``: the shared anonymous mappings, PostgreSQL's shared
+  memory), :func:`vma_rss` (``smaps``: what one process has of one mapping) and
   :func:`resident_bytes` (the mapping's pages resident in DRAM, whoever touched them:
   ``mincore(2)`` on ``map_files``, which needs CAP_SYS_ADMIN).
 * The machine: :func:`meminfo`, :func:`mem_total_bytes`, :func:`loadavg`,
@@ -297,16 +297,17 @@ def memory_status(pid: int, root: Path = PROC) -> dict[str, int] | None:
 _ANON_SHARED = ("/dev/zero (deleted)", "/anon_hugepage (deleted)", "/SYSV")
 
 
-def shared_segment(pid: int, root: Path = PROC) -> tuple[int, int] | None:
-    """(start, end) of the largest shared anonymous mapping of ``pid``: a PostgreSQL
-    server's main shared memory (buffer pool included; every server process maps it at the
-    same address). Not a tmpfs file (the emulated persistent memory, POSIX DSM segments).
-    None if it has none or is gone."""
-    best: tuple[int, int] | None = None
+def shared_segments(pid: int, root: Path = PROC) -> list[tuple[int, int]]:
+    """(start, end) of every shared anonymous mapping of ``pid``, largest first: of a
+    PostgreSQL postmaster, its shared memory (the main segment with the buffer pool first,
+    the small System V one, any other made before the children were forked; every server
+    process maps them at the same addresses). Not a tmpfs file (the emulated persistent
+    memory, POSIX DSM segments). Empty if it has none or is gone."""
+    out: list[tuple[int, int]] = []
     try:
         text = (root / str(pid) / "maps").read_text()
     except OSError:
-        return None
+        return out
     for line in text.splitlines():
         parts = line.split(None, 5)
         if len(parts) < 6 or len(parts[1]) < 4 or parts[1][3] != "s":
@@ -314,10 +315,8 @@ def shared_segment(pid: int, root: Path = PROC) -> tuple[int, int] | None:
         if not parts[5].strip().startswith(_ANON_SHARED):
             continue
         a, _, b = parts[0].partition("-")
-        seg = (int(a, 16), int(b, 16))
-        if best is None or seg[1] - seg[0] > best[1] - best[0]:
-            best = seg
-    return best
+        out.append((int(a, 16), int(b, 16)))
+    return sorted(out, key=lambda seg: seg[0] - seg[1])
 
 
 def vma_rss(pid: int, start: int, root: Path = PROC) -> int | None:
