@@ -719,3 +719,22 @@ def test_report_of_a_run_before_the_method_and_dram(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "summary.json").read_text())["configs"]["nvm_se1"][
         "dram_peak_mb"
     ] == {"shared": None, "backend": None, "total": None}
+
+
+def test_report_says_which_pools_a_prewarm_did_not_cover(tmp_path: Path) -> None:
+    names = ["nvm_base_worker", "mem_limit"]
+    plan = _plan(names, [1])
+    plan.update(method="prewarm", pool_covers_db={"nvm_base_worker": False, "mem_limit": True})
+    a = report.Analysis(plan, {"cpus": 2}, [_rec(n, 1, 1.0) for n in names], [])
+    report.Report(tmp_path, a).write()
+    md = (tmp_path / "report.md").read_text()
+    assert f"**Method: prewarm** (`--method prewarm`): {methods.METHODS['prewarm'].doc}." in md
+    assert "The pool of nvm_base_worker does not cover the database" in md
+    assert "| nvm_base_worker | base | nvm | 128MB (< database) |" in md
+    assert "| mem_limit | base | nvm | 128MB |" in md
+    rows = [
+        line
+        for line in md.splitlines()
+        if line.startswith(("| nvm_base_worker | base", "| mem_limit | base"))
+    ]
+    assert all("| yes |" in r for r in rows[-2:])  # the configuration table: both prewarmed
