@@ -20,6 +20,12 @@ Three parts, each on the configuration's cluster:
   the page cache, so the server says it also msync()s, and strace of a backend committing
   (and of the WAL writer) shows an msync() per commit (none before the fix: committed
   transactions were not durable).
+* full pg_wal (root): pg_wal on a tmpfs with ~1 MB to spare, `wal_init_zero = off` and
+  `wal_recycle = off`, so the next segment is created with holes and a page of it the file
+  system cannot provide is met when WAL is copied into the mapping. The server must not
+  die of SIGBUS: the copy's pre-fault fails with ENOSPC, the copy falls back to `write()`
+  and PostgreSQL PANICs as stock does (`could not write to log file ...: No space left on
+  device`); no process is terminated by a signal. Run on a copy of the cluster.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ import signal
 import subprocess
 from pathlib import Path
 from typing import Any
+
+import psycopg
 
 from bench.core import cluster as clu
 from bench.core import counters, osuser
@@ -375,7 +383,129 @@ def _forced_on_disk(env: EngineEnv) -> str:
     return f"forced cache lines on {fstype}: {msyncs} msync() for {commits} commits"
 
 
+#: Room left on the full pg_wal's tmpfs beyond the files copied there (bytes): the next
+#: segment's file (its last byte) fits, a few hundred kB of its pages do not.
+FULL_SPARE = 1 << 20
+#: Bound on the WAL written to fill it (statements of ~4 MB of WAL each).
+FULL_MAX_STATEMENTS = 40
+_SEGMENT_RE = re.compile(r"^[0-9A-F]{24}$")
+_REDO_FILE_RE = re.compile(r"Latest checkpoint's REDO WAL file:\s+([0-9A-F]{24})")
+
+
+def _redo_segment(env: EngineEnv) -> str:
+    """The segment of the stopped cluster's last checkpoint's redo pointer."""
+    ran = env.run_tool(
+        [env.tool("pg_controldata"), "-D", str(env.server.cluster.datadir)],
+        timeout=60,
+        log_name="wal_pmem-controldata.log",
+    )
+    m = _REDO_FILE_RE.search(ran.output)
+    if ran.returncode != 0 or m is None:
+        raise CheckFailed(f"pg_controldata:\n{ran.tail()}")
+    return m.group(1)
+
+
+def _fill_wal(env: EngineEnv) -> str | None:
+    """Write WAL until the server goes away; the client's last error, None if it never
+    did."""
+    try:
+        with env.server.connect() as c:
+            c.execute("CREATE TABLE wal_full (a int, pad text)")
+            for _ in range(FULL_MAX_STATEMENTS):
+                c.execute(
+                    "INSERT INTO wal_full SELECT g, repeat('w', 400) "
+                    "FROM generate_series(1, 8000) g"
+                )
+    except psycopg.Error as e:
+        return str(e).strip() or type(e).__name__
+    return None
+
+
+def _full_wal(env: EngineEnv) -> str:
+    """pg_wal fills up while WAL is copied into a segment with holes: PANIC, not SIGBUS.
+    On a copy of the stopped cluster, put back afterwards."""
+    if not is_root():
+        return "full pg_wal: not run (needs root to mount a tmpfs)"
+    datadir = env.server.cluster.datadir
+    saved = datadir.with_name(datadir.name + ".wal-full-save")
+    mnt = env.workdir / "walfull"
+    env.server.stop("fast")
+    redo = _redo_segment(env)
+    shutil.rmtree(saved, ignore_errors=True)
+    shutil.copytree(datadir, saved, symlinks=True)
+    mounted = False
+    error: str | None = None
+    log = ""
+    try:
+        wal = datadir / "pg_wal"
+        # the redo segment and what is not a segment: earlier segments are not needed
+        # after a clean shutdown, later ones (recycled: fully allocated) must not be there
+        keep = [p for p in wal.iterdir() if not _SEGMENT_RE.match(p.name) or p.name == redo]
+        size = sum(p.stat().st_size for p in keep if p.is_file()) + FULL_SPARE
+        osuser.ensure_dir(mnt)
+        r = subprocess.run(
+            [
+                "mount",
+                "-t",
+                "tmpfs",
+                "-o",
+                f"size={size // 1024}k,mode=0700",
+                "pgnvm-walfull",
+                str(mnt),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if r.returncode != 0:
+            raise CheckFailed(f"mount tmpfs failed: {r.stderr.strip()}")
+        mounted = True
+        for p in keep:
+            if p.is_dir():
+                shutil.copytree(p, mnt / p.name, symlinks=True)
+            else:
+                shutil.copy2(p, mnt / p.name)
+        osuser.chown_to_server(mnt, recursive=True)
+        shutil.rmtree(wal)
+        wal.symlink_to(mnt)
+        offset = env.server.log_offset()
+        settings = {"wal_init_zero": "off", "wal_recycle": "off", "restart_after_crash": "off"}
+        with env.server.temporary(settings):
+            env.server.cluster.start()
+            error = _fill_wal(env)
+            env.server.cluster.stop("immediate")
+        log = env.server.log_since(offset)
+    finally:
+        env.server.cluster.stop("immediate")
+        if mounted:
+            _umount(mnt)
+        with contextlib.suppress(OSError):
+            mnt.rmdir()
+        if saved.is_dir():
+            shutil.rmtree(datadir, ignore_errors=True)
+            saved.rename(datadir)
+        env.server.cluster.start()
+    kept = env.workdir / "wal_pmem-full.log"
+    kept.write_text(log)
+    env.save_artifact(kept)
+    signalled = [ln for ln in log.splitlines() if "terminated by signal" in ln]
+    if signalled:
+        raise CheckFailed(f"pg_wal full: a process died of a signal: {signalled[0].strip()}")
+    panic = next((ln for ln in log.splitlines() if "PANIC:" in ln), "")
+    if error is None or "No space left on device" not in panic:
+        raise CheckFailed(
+            f"pg_wal full ({FULL_SPARE >> 10} kB spare): expected a PANIC with ENOSPC "
+            f"(client: {error!r}), log:\n{log[-1500:]}"
+        )
+    fell_back = "could not pre-fault WAL segment" in log
+    return (
+        f"full pg_wal: {panic.split('PANIC:', 1)[1].strip()!r}"
+        f"{' after a pre-fault fell back to write()' if fell_back else ''}, no signal"
+    )
+
+
 def wal_pmem(env: EngineEnv, limit: float) -> str:
     if not env.config.writes_wal_pmem:
         raise CheckSkipped("nvm_wal = file here: WAL is written as stock PostgreSQL writes it")
-    return "; ".join((_granularity(env), _waldump(env), _unmappable(env), _forced_on_disk(env)))
+    parts = (_granularity(env), _waldump(env), _unmappable(env), _forced_on_disk(env))
+    return "; ".join((*parts, _full_wal(env)))

@@ -10,16 +10,16 @@
  *	1. When it opens a segment for writing (XLogFileInit() at a segment
  *	   switch, XLogFileOpen() otherwise), nvm_wal_open() maps the whole
  *	   segment with NvmPmemMapFile() (MAP_SHARED, MAP_SYNC where the file
- *	   system offers it) and pre-faults, writable, every page this process
- *	   can still write (MADV_POPULATE_WRITE from the page being written to
- *	   the end), so that commits take no first-touch page faults.  The
- *	   mapping lives as long as XLogWrite()'s descriptor: XLogFileClose()
- *	   unmaps it (segment switch, XLogBackgroundFlush() of an idle segment).
+ *	   system offers it).  The mapping lives as long as XLogWrite()'s
+ *	   descriptor: XLogFileClose() unmaps it (segment switch,
+ *	   XLogBackgroundFlush() of an idle segment).
  *
- *	2. Instead of pg_pwrite(), nvm_wal_write() copies the WAL pages into
- *	   the mapping with NvmPmemCopy() (non-temporal stores, no flush, no
- *	   drain per page) and then drains once: one fence per XLogWrite() copy,
- *	   which covers every page of it.
+ *	2. Instead of pg_pwrite(), nvm_wal_write() first pre-faults, writable,
+ *	   the pages of the copy this process has not pre-faulted yet
+ *	   (MADV_POPULATE_WRITE, see "Pre-faulting" below), then copies the WAL
+ *	   pages into the mapping with NvmPmemCopy() (non-temporal stores, no
+ *	   flush, no drain per page) and drains once: one fence per XLogWrite()
+ *	   copy, which covers every page of it.
  *
  *	3. Where stock PostgreSQL calls issue_xlog_fsync() for the segment
  *	   (XLogWrite() finishing a segment, and its flush step, reached from
@@ -58,6 +58,25 @@
  * the emulation of PMem's flushes on tmpfs keeps its cost, and a forced
  * setting on a disk file system keeps WAL durable.
  *
+ * Pre-faulting.  Every process that flushes WAL (any backend whose commit
+ * finds its record not yet flushed, the WAL writer, the checkpointer) maps
+ * each segment it writes into, and its first store to each OS page of the
+ * mapping needs a page-table entry.  Those are made by MADV_POPULATE_WRITE,
+ * which turns a page the file system cannot provide into an error code
+ * instead of a SIGBUS (below), for exactly the pages of each copy that this
+ * process has not populated yet: XLogWrite() writes a segment front to back
+ * (a partial page is written again as it fills), so one interval
+ * [populated_from, populated_upto) per mapping tracks them, and most copies
+ * take no system call at all.  Pre-faulting the whole rest of the segment at
+ * each mapping, as earlier versions did, made every flushing process pay
+ * for all of a segment's pages (4,096 entries with 4 kB pages, ~2.7 ms per
+ * segment and process on the 4 kB tmpfs of our emulation) while holding
+ * WALWriteLock, although each of them stores to a fraction of them: with
+ * 8 committing clients that was ~9% of the lock's time
+ * (docs/results/oltp-wal-20261125).  With 2 MB pages (DAX with 2 MB
+ * alignment, tmpfs with huge=always) one call maps 2 MB at once, and the
+ * interval keeps the calls as rare.
+ *
  * Segment creation, recycling and removal are xlog.c's, unchanged: a new
  * segment is zero-filled (or, with wal_init_zero = off, has its last byte
  * written) and fsync'ed before it is renamed into place, exactly as with
@@ -71,12 +90,12 @@
  * and PostgreSQL never truncates one; it recycles (renames) or unlinks whole
  * segments, and only segments before the checkpoint's redo pointer, never
  * one being written (a descriptor on an unlinked or renamed file keeps the
- * file and its length).  (b) Every page this process will store to was
- * populated writable by MADV_POPULATE_WRITE when the segment was mapped; on
- * a page the file system cannot provide (ENOSPC, I/O error) that call fails
- * with an error code instead of a signal, and the segment is then written
- * with pg_pwrite() as with nvm_wal = file, whose error is PostgreSQL's own.
- * XLogWrite() only writes at or after the page it opened the segment at.
+ * file and its length).  (b) Every page this process stores to was
+ * populated writable by MADV_POPULATE_WRITE just before the copy
+ * (nvm_wal_write()); on a page the file system cannot provide (ENOSPC, I/O
+ * error) that call fails with an error code instead of a signal, and that
+ * copy and the rest of the segment are then written with pg_pwrite() as
+ * with nvm_wal = file, whose error is PostgreSQL's own.
  * Only a file changed behind the server's back (truncated by hand,
  * copy-on-write file systems under space pressure) could still fault, and
  * so can a stock server's mmap of such a file.
@@ -153,6 +172,8 @@ typedef struct NvmWalMapping
 	XLogSegNo	segno;
 	TimeLineID	tli;
 	NvmPmemMap	pm;				/* libpmem2's mapping of the whole segment */
+	size_t		populated_from; /* [from, upto): the pages this process */
+	size_t		populated_upto; /* pre-faulted writable (OS page bounds) */
 } NvmWalMapping;
 
 static NvmWalMapping nvm_wal_seg = {.fd = -1};
@@ -367,24 +388,21 @@ NvmWalGetInfo(NvmWalInfo *info)
 
 /*
  * nvm_wal_open -- XLogWrite() opened segment segno (descriptor fd) for
- * writing; write_upto is the end of the page it writes next, or of what has
- * been written (the flush step): map the segment and pre-fault the pages
- * from that page to the end.
+ * writing: map the whole segment.  Its pages are pre-faulted as they are
+ * written (nvm_wal_write()).  write_upto (the end of the page XLogWrite()
+ * writes next, or of what it wrote: the flush step) is not needed here.
  *
- * A segment that cannot be mapped or pre-faulted here (address space,
- * vm.max_map_count, a block the file system cannot allocate) is written with
- * pg_pwrite() and synced with issue_xlog_fsync(), as with nvm_wal = file:
- * the data are the same and the sync covers stores other processes made
- * through their mappings (see the file header).  This process says so once.
+ * A segment that cannot be mapped (address space, vm.max_map_count, a file
+ * system that refuses) is written with pg_pwrite() and synced with
+ * issue_xlog_fsync(), as with nvm_wal = file: the data are the same and the
+ * sync covers stores other processes made through their mappings (see the
+ * file header).  This process says so once.
  */
 void
 nvm_wal_open(int fd, XLogSegNo segno, TimeLineID tli, XLogRecPtr write_upto)
 {
 	NvmPmemMap	pm;
-	size_t		from;
 	int			rc;
-	instr_time	start;
-	instr_time	elapsed;
 
 	Assert(nvm_wal == NVM_WAL_PMEM);
 	Assert(fd >= 0);
@@ -409,40 +427,66 @@ nvm_wal_open(int fd, XLogSegNo segno, TimeLineID tli, XLogRecPtr write_upto)
 		return;
 	}
 
-	/* pre-fault, writable, every page this process can still write */
-	from = XLogSegmentOffset(write_upto - 1, wal_segment_size);
-	from = TYPEALIGN_DOWN(XLOG_BLCKSZ, from);
-	INSTR_TIME_SET_CURRENT(start);
-#ifdef MADV_POPULATE_WRITE
-	if (madvise(pm.base + from, wal_segment_size - from, MADV_POPULATE_WRITE) != 0 &&
-		errno != EINVAL)		/* EINVAL: kernel < 5.14, faults it is */
-	{
-		int			save_errno = errno;
-
-		(void) NvmPmemRelease(&pm);
-		if (!nvm_wal_failure_logged)
-		{
-			errno = save_errno;
-			ereport(LOG,
-					(errmsg("nvm_wal = pmem: could not pre-fault WAL segment %X of timeline %u, writing it with write(): %m",
-							(uint32) segno, tli)));
-		}
-		nvm_wal_failure_logged = true;
-		NVM_WAL_COUNT(mapping_failures, 1);
-		return;
-	}
-#endif
-	INSTR_TIME_SET_CURRENT(elapsed);
-	INSTR_TIME_SUBTRACT(elapsed, start);
-
 	nvm_wal_seg.fd = fd;
 	nvm_wal_seg.segno = segno;
 	nvm_wal_seg.tli = tli;
 	nvm_wal_seg.pm = pm;
+	nvm_wal_seg.populated_from = 0;
+	nvm_wal_seg.populated_upto = 0;
 	NvmWalMappedFd = fd;
 
 	NVM_WAL_COUNT(mappings, 1);
+}
+
+/*
+ * nvm_wal_populate -- pre-fault, writable, the OS pages of [offset, offset +
+ * nbytes) of the mapped segment that this process has not pre-faulted yet.
+ * Returns false, errno set, if the file system cannot provide one of them
+ * (the caller then writes with pg_pwrite(), which reports the error as
+ * PostgreSQL does).
+ *
+ * Only one interval of pre-faulted pages is kept: XLogWrite() writes a
+ * segment front to back, rewriting at most the partial page it ended on, so
+ * a copy nearly always starts inside the interval or right at its end and
+ * only extends it.  A copy starting anywhere else (not seen; cheap to allow)
+ * starts a new interval.
+ */
+static bool
+nvm_wal_populate(size_t offset, size_t nbytes)
+{
+	static size_t page_size = 0;
+	size_t		lo;
+	size_t		hi;
+	instr_time	start;
+	instr_time	elapsed;
+
+	if (page_size == 0)
+		page_size = (size_t) sysconf(_SC_PAGESIZE);
+	lo = TYPEALIGN_DOWN(page_size, offset);
+	hi = TYPEALIGN(page_size, offset + nbytes);
+	Assert(hi <= nvm_wal_seg.pm.size);
+
+	if (lo >= nvm_wal_seg.populated_from && hi <= nvm_wal_seg.populated_upto)
+		return true;			/* the common case: nothing to do */
+	if (lo >= nvm_wal_seg.populated_from && lo <= nvm_wal_seg.populated_upto)
+		lo = nvm_wal_seg.populated_upto;	/* extend the interval */
+	else
+		nvm_wal_seg.populated_from = lo;	/* start a new one */
+
+	INSTR_TIME_SET_CURRENT(start);
+#ifdef MADV_POPULATE_WRITE
+	if (madvise(nvm_wal_seg.pm.base + lo, hi - lo, MADV_POPULATE_WRITE) != 0 &&
+		errno != EINVAL)		/* EINVAL: kernel < 5.14, faults it is */
+	{
+		nvm_wal_seg.populated_upto = nvm_wal_seg.populated_from = 0;
+		return false;
+	}
+#endif
+	nvm_wal_seg.populated_upto = hi;
+	INSTR_TIME_SET_CURRENT(elapsed);
+	INSTR_TIME_SUBTRACT(elapsed, start);
 	NVM_WAL_COUNT(populate_usec, INSTR_TIME_GET_MICROSEC(elapsed));
+	return true;
 }
 
 /*
@@ -468,16 +512,40 @@ nvm_wal_close(int fd)
  * nvm_wal_write -- pg_pwrite() of XLogWrite() through the mapping: copy
  * nbytes at segment offset `offset`, return nbytes.
  *
+ * The pages are pre-faulted first (nvm_wal_populate()).  If the file system
+ * cannot provide one, the mapping is given up for the rest of the segment
+ * and this copy is a pg_pwrite(), whose result XLogWrite() checks as with
+ * nvm_wal = file; NvmWalIsMapped() is then false, so the segment's syncs are
+ * issue_xlog_fsync(), which also covers what was copied through mappings
+ * (see the file header).
+ *
  * NvmPmemCopy(): non-temporal stores, no flush (the persist flushes the
  * whole range once), one drain for the whole copy, so that this CPU's
  * write-combining buffers are empty before WALWriteLock is released (see
- * the file header).  A store cannot fail.
+ * the file header).  A store into a pre-faulted page cannot fail.
  */
 ssize_t
 nvm_wal_write(int fd, const char *from, size_t nbytes, off_t offset)
 {
 	Assert(fd == nvm_wal_seg.fd);
 	Assert(offset >= 0 && offset + nbytes <= (size_t) wal_segment_size);
+
+	if (!nvm_wal_populate((size_t) offset, nbytes))
+	{
+		int			save_errno = errno;
+
+		if (!nvm_wal_failure_logged)
+		{
+			errno = save_errno;
+			ereport(LOG,
+					(errmsg("nvm_wal = pmem: could not pre-fault WAL segment %X of timeline %u, writing it with write(): %m",
+							(uint32) nvm_wal_seg.segno, nvm_wal_seg.tli)));
+		}
+		nvm_wal_failure_logged = true;
+		NVM_WAL_COUNT(mapping_failures, 1);
+		nvm_wal_close(fd);
+		return pg_pwrite(fd, from, nbytes, offset);
+	}
 
 	NvmPmemCopy(&nvm_wal_seg.pm, (size_t) offset, from, nbytes);
 
