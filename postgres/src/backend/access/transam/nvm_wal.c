@@ -539,7 +539,9 @@ nvm_wal_write(int fd, const char *from, size_t nbytes, off_t offset)
 			errno = save_errno;
 			ereport(LOG,
 					(errmsg("nvm_wal = pmem: could not pre-fault WAL segment %X of timeline %u, writing it with write(): %m",
-							(uint32) nvm_wal_seg.segno, nvm_wal_seg.tli)));
+							(uint32) nvm_wal_seg.segno, nvm_wal_seg.tli),
+					 save_errno == EFAULT ?
+					 errdetail("The file system could not provide a page of the segment (out of space, or an I/O error); a store into it would have raised SIGBUS.") : 0));
 		}
 		nvm_wal_failure_logged = true;
 		NVM_WAL_COUNT(mapping_failures, 1);
