@@ -55,15 +55,27 @@ for rep in range(repeat):
                 c.execute("CHECKPOINT")
             a = sample()
             cmd = pgbench.command(
-                srv.cluster.bin("pgbench"), scripts, clients=n, threads=min(n, 2),
-                seconds=10, records=ROWS, dbname=targets.DBNAME, log_prefix=None,
+                srv.cluster.bin("pgbench"),
+                scripts,
+                clients=n,
+                threads=min(n, 2),
+                seconds=10,
+                records=ROWS,
+                dbname=targets.DBNAME,
+                log_prefix=None,
             )
             out = subprocess.run(cmd, env=srv.cluster.env(), capture_output=True, text=True)
             b = sample()
-            d = {k: b[k] - a[k] for k in b if isinstance(b[k], (int, float))
-                 and not isinstance(b[k], bool) and a.get(k) is not None}
-            tps = next((ln.split()[2] for ln in out.stdout.splitlines()
-                        if ln.startswith("tps")), "?")
+            d = {
+                k: b[k] - a[k]
+                for k in b
+                if isinstance(b[k], (int, float))
+                and not isinstance(b[k], bool)
+                and a.get(k) is not None
+            }
+            tps = next(
+                (ln.split()[2] for ln in out.stdout.splitlines() if ln.startswith("tps")), "?"
+            )
             commits = max(d["commits"], 1)
             wal_us = (float(d["io_write_ms"]) + float(d["io_fsync_ms"])) * 1000 / commits
             print(
