@@ -66,14 +66,16 @@
  * instead of a SIGBUS (below), for exactly the pages of each copy that this
  * process has not populated yet: XLogWrite() writes a segment front to back
  * (a partial page is written again as it fills), so one interval
- * [populated_from, populated_upto) per mapping tracks them, and most copies
- * take no system call at all.  Pre-faulting the whole rest of the segment at
- * each mapping, as earlier versions did, made every flushing process pay
- * for all of a segment's pages (4,096 entries with 4 kB pages, ~2.7 ms per
- * segment and process on the 4 kB tmpfs of our emulation) while holding
- * WALWriteLock, although each of them stores to a fraction of them: with
- * 8 committing clients that was ~9% of the lock's time
- * (docs/results/oltp-wal-20261125).  With 2 MB pages (DAX with 2 MB
+ * [populated_from, populated_upto) per mapping tracks them; a process that
+ * writes on where its last copy ended (nobody wrote in between) pre-faults
+ * ahead by a window that doubles up to 1 MB, so that alone it makes a few
+ * dozen calls per segment (nvm_wal_populate()).  Pre-faulting the whole
+ * rest of the segment at each mapping, as earlier versions did, made every
+ * flushing process pay for all of a segment's pages (4,096 entries with
+ * 4 kB pages, ~2.7 ms per segment and process on the 4 kB tmpfs of our
+ * emulation) while holding WALWriteLock, although each of them stores to a
+ * fraction of them: with 8 committing clients that was ~9% of the lock's
+ * time (docs/results/oltp-wal-20261125).  With 2 MB pages (DAX with 2 MB
  * alignment, tmpfs with huge=always) one call maps 2 MB at once, and the
  * interval keeps the calls as rare.
  *
@@ -174,6 +176,8 @@ typedef struct NvmWalMapping
 	NvmPmemMap	pm;				/* libpmem2's mapping of the whole segment */
 	size_t		populated_from; /* [from, upto): the pages this process */
 	size_t		populated_upto; /* pre-faulted writable (OS page bounds) */
+	size_t		populate_ahead; /* how far past a copy the next extension
+								 * pre-faults (see nvm_wal_populate()) */
 } NvmWalMapping;
 
 static NvmWalMapping nvm_wal_seg = {.fd = -1};
@@ -433,10 +437,15 @@ nvm_wal_open(int fd, XLogSegNo segno, TimeLineID tli, XLogRecPtr write_upto)
 	nvm_wal_seg.pm = pm;
 	nvm_wal_seg.populated_from = 0;
 	nvm_wal_seg.populated_upto = 0;
+	nvm_wal_seg.populate_ahead = 0;
 	NvmWalMappedFd = fd;
 
 	NVM_WAL_COUNT(mappings, 1);
 }
+
+/* bounds of the window nvm_wal_populate() pre-faults ahead of a copy */
+#define NVM_WAL_AHEAD_MIN	(16 * 1024)
+#define NVM_WAL_AHEAD_MAX	(1024 * 1024)
 
 /*
  * nvm_wal_populate -- pre-fault, writable, the OS pages of [offset, offset +
@@ -445,16 +454,26 @@ nvm_wal_open(int fd, XLogSegNo segno, TimeLineID tli, XLogRecPtr write_upto)
  * (the caller then writes with pg_pwrite(), which reports the error as
  * PostgreSQL does).
  *
- * Only one interval of pre-faulted pages is kept: XLogWrite() writes a
- * segment front to back, rewriting at most the partial page it ended on, so
- * a copy nearly always starts inside the interval or right at its end and
- * only extends it.  A copy starting anywhere else (not seen; cheap to allow)
- * starts a new interval.
+ * One interval of pre-faulted pages is kept per mapping: XLogWrite() writes
+ * a segment front to back, rewriting at most the partial page it ended on,
+ * so a copy of this process starts either inside its interval or at its
+ * end (nobody else wrote since this process's last copy: it writes the
+ * segment alone, e.g. with one committing client), or beyond it (other
+ * processes wrote in between, as with many committing clients).
+ *
+ * The first kind extends the interval past the copy by a window that
+ * doubles with each such extension (NVM_WAL_AHEAD_MIN up to _MAX), so a
+ * process that writes the segment alone makes a few dozen calls per segment
+ * rather than one per commit.  The second kind starts a new interval with
+ * exactly the copy's pages and resets the window: when processes take turns,
+ * each pre-faults only the pages it stores to, not the pages the others
+ * will write (which is what pre-faulting ahead would cost each of them).
  */
 static bool
 nvm_wal_populate(size_t offset, size_t nbytes)
 {
 	static size_t page_size = 0;
+	NvmWalMapping *seg = &nvm_wal_seg;
 	size_t		lo;
 	size_t		hi;
 	instr_time	start;
@@ -464,25 +483,37 @@ nvm_wal_populate(size_t offset, size_t nbytes)
 		page_size = (size_t) sysconf(_SC_PAGESIZE);
 	lo = TYPEALIGN_DOWN(page_size, offset);
 	hi = TYPEALIGN(page_size, offset + nbytes);
-	Assert(hi <= nvm_wal_seg.pm.size);
+	Assert(hi <= seg->pm.size);
 
-	if (lo >= nvm_wal_seg.populated_from && hi <= nvm_wal_seg.populated_upto)
+	if (lo >= seg->populated_from && hi <= seg->populated_upto)
 		return true;			/* the common case: nothing to do */
-	if (lo >= nvm_wal_seg.populated_from && lo <= nvm_wal_seg.populated_upto)
-		lo = nvm_wal_seg.populated_upto;	/* extend the interval */
+	if (lo >= seg->populated_from && lo <= seg->populated_upto)
+	{
+		/* extend the interval, and pre-fault ahead */
+		seg->populate_ahead = Min(Max(seg->populate_ahead * 2,
+									  NVM_WAL_AHEAD_MIN),
+								  NVM_WAL_AHEAD_MAX);
+		lo = seg->populated_upto;
+		hi = Min(Max(hi, TYPEALIGN(page_size, lo + seg->populate_ahead)),
+				 seg->pm.size);
+	}
 	else
-		nvm_wal_seg.populated_from = lo;	/* start a new one */
+	{
+		/* start a new interval with this copy's pages */
+		seg->populate_ahead = 0;
+		seg->populated_from = lo;
+	}
 
 	INSTR_TIME_SET_CURRENT(start);
 #ifdef MADV_POPULATE_WRITE
-	if (madvise(nvm_wal_seg.pm.base + lo, hi - lo, MADV_POPULATE_WRITE) != 0 &&
+	if (madvise(seg->pm.base + lo, hi - lo, MADV_POPULATE_WRITE) != 0 &&
 		errno != EINVAL)		/* EINVAL: kernel < 5.14, faults it is */
 	{
-		nvm_wal_seg.populated_upto = nvm_wal_seg.populated_from = 0;
+		seg->populated_upto = seg->populated_from = 0;
 		return false;
 	}
 #endif
-	nvm_wal_seg.populated_upto = hi;
+	seg->populated_upto = hi;
 	INSTR_TIME_SET_CURRENT(elapsed);
 	INSTR_TIME_SUBTRACT(elapsed, start);
 	NVM_WAL_COUNT(populate_usec, INSTR_TIME_GET_MICROSEC(elapsed));
