@@ -40,8 +40,8 @@ extern void assign_nvm_prefetch_mapping(const char *newval, void *extra);
  * segment mapped read-only at segmap (its first block: segbase) are
  * redirected; the segment has at least seglimit blocks (nothing beyond is
  * prefetched).  ahead: the read was started ahead of use (by a read
- * stream), so prefetching can still help.  wgen: nvm_smgr.c's write
- * generation, 0 if the helpers must not verify what they prefetch.
+ * stream), so prefetching can still help.  wgen: the write generation
+ * (nvm_verify.c), 0 if the helpers must not verify what they prefetch.
  */
 extern void NvmPrefetchRedirected(char *segmap, BlockNumber segbase,
 								  BlockNumber segblock, BlockNumber nblocks,
@@ -55,24 +55,6 @@ extern void NvmPrefetchRedirected(char *segmap, BlockNumber segbase,
  */
 extern void NvmPrefetchAhead(char *addr, BlockNumber blkno,
 							 BlockNumber nblocks, uint64 wgen);
-
-/*
- * For nvm_smgr.c: did a helper of this process verify the page at addr
- * (block blkno) in write generation wgen, bytes unchanged, for a job issued
- * in this statement and scan?  (Only a finished, successful verdict is
- * NVM_VERIFY_OK; called in a read's completion.)  And: the mapping at
- * [addr, addr + len) is let go, forget verdicts about it.
- */
-typedef enum NvmVerifyResult
-{
-	NVM_VERIFY_NONE = 0,		/* no finished verdict for these bytes */
-	NVM_VERIFY_OK,				/* a helper verified exactly these bytes */
-	NVM_VERIFY_FAILED,			/* a helper found them invalid */
-} NvmVerifyResult;
-
-extern NvmVerifyResult NvmPrefetchVerdict(const char *addr, BlockNumber blkno,
-										  uint64 wgen);
-extern void NvmPrefetchForget(const char *addr, size_t len);
 
 /* this process's helper pool, for contrib/pgnvm (NULL if none) */
 struct nvmpf_pool;

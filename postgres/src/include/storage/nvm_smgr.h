@@ -24,7 +24,6 @@
 
 #include "storage/aio_types.h"
 #include "storage/block.h"
-#include "storage/nvm_prefetch.h"
 #include "storage/relfilelocator.h"
 #include "storage/smgr.h"
 #include "utils/guc.h"
@@ -95,15 +94,6 @@ extern void nvm_view_release(const char *page);
 extern int	nvm_map_blocks(SMgrRelation reln, ForkNumber forknum,
 						   BlockNumber blocknum, BlockNumber nblocks,
 						   char **pages);
-
-/*
- * se2 verification by prefetch helpers: did one verify exactly the bytes of
- * this page (read's completion)?  And the write counters behind it, in
- * shared memory.
- */
-extern NvmVerifyResult nvm_verified_ahead(const char *page, BlockNumber blkno);
-extern Size NvmSmgrShmemSize(void);
-extern void NvmSmgrShmemInit(void);
 
 /* index scans' look-ahead: blocknum will be fetched soon (advice) */
 extern void nvm_prefetch_block(SMgrRelation reln, BlockNumber blocknum);

@@ -66,6 +66,7 @@
 #include "storage/nvm_fault.h"
 #include "storage/nvm_smgr.h"
 #include "storage/nvm_stats.h"
+#include "storage/nvm_verify.h"
 #include "storage/shmem.h"
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
@@ -109,15 +110,15 @@ static int	NSpareChunks = 0;
 
 /*
  * NvmBufShmemSize -- shared memory of pgnvm: the redirection flags, the
- * statistics slots (nvm_stats.c) and the storage manager's write counters
- * (nvm_smgr.c), sized with the buffer pool's.
+ * statistics slots (nvm_stats.c) and the write counters of the helpers'
+ * verification (nvm_verify.c), sized with the buffer pool's.
  */
 Size
 NvmBufShmemSize(void)
 {
 	return add_size(add_size(mul_size(NBuffers, sizeof(uint8)),
 							 NvmStatsShmemSize()),
-					NvmSmgrShmemSize());
+					NvmVerifyShmemSize());
 }
 
 /*
@@ -134,7 +135,7 @@ NvmBufShmemInit(void)
 	if (!found)
 		memset((void *) NvmBufferFlags, 0, NBuffers * sizeof(uint8));
 	NvmStatsShmemInit();
-	NvmSmgrShmemInit();
+	NvmVerifyShmemInit();
 }
 
 /*
@@ -462,8 +463,8 @@ NvmInPlacePage(PgAioHandle *ioh, uint8 buf_off)
  * NvmInPlaceVerified -- completion of a read left in place, before the page
  * at page (block blkno, in this process's mapping) is verified: true if a
  * prefetch helper of this process verified exactly these bytes already (a
- * finished job's successful verdict; the storage manager decides whether it
- * still holds, see nvm_verified_ahead()), and then the caller does not
+ * finished job's successful verdict; nvm_verify.c decides whether it still
+ * holds, see NvmVerdictLookup()), and then the caller does not
  * verify them again.  Otherwise the caller verifies them itself, with
  * stock's checks, messages and settings (ignore_checksum_failure,
  * zero_damaged_pages): a missing, unfinished or failed verdict is never
@@ -472,7 +473,7 @@ NvmInPlacePage(PgAioHandle *ioh, uint8 buf_off)
 bool
 NvmInPlaceVerified(const char *page, BlockNumber blkno)
 {
-	switch (nvm_verified_ahead(page, blkno))
+	switch (NvmVerdictLookup(page, blkno))
 	{
 		case NVM_VERIFY_OK:
 			MyNvmStats->verified_by_helper++;

@@ -37,20 +37,14 @@
  * helper that fell behind does not waste time on them.
  *
  * Verification.  With data checksums on, a helper verifies a job's blocks
- * instead of only prefetching them (nvm_verify_job(): a copy of the job's
- * blocks, read through the mapping under the thread's fault guard, takes
- * the page faults and brings the bytes into the caches, then the checksum
- * and the header checks of PageIsVerified() run on the copy) and publishes
- * a verdict per block in the job's slot of this process's verdict table
- * (Verdicts[]); a backend
- * that reaches the last block of a job no helper has started yet cancels
- * it (the helper then skips it and catches up); the read's completion asks
- * for it through the storage manager (NvmPrefetchVerdict()) and verifies
- * the page itself when there is no finished, successful verdict for exactly
- * the bytes it reads, issued in the current verdict epoch (the same
- * top-level statement and transaction, and the same scan: see
- * EpochFirstSeq).  Why a verdict is never stale is argued in
- * docs/storage-engines.md (V1-V6) and at each step below.
+ * instead of only prefetching them and publishes a verdict per block, which
+ * the read's completion may use instead of verifying the page again: the
+ * verdict table, the write generation and the verdict epoch are
+ * nvm_verify.c's.  This file makes and drops the table with the pool
+ * (NvmVerdictsCreate(), NvmVerdictsDestroy()), claims a slot for each job
+ * it enqueues (NvmVerdictClaim()), hands the helpers the job hook
+ * (NvmVerifyJob()) and starts a new verdict epoch when a read does not
+ * continue forward (NvmVerdictNewEpoch()).
  *
  * Safety.  Helper threads never store through a mapping, and load through
  * one only under their thread's fault guard (nvm_helper_copy(): SIGBUS and
@@ -82,15 +76,11 @@
 
 #include <nvmprefetch.h>
 
-#include "access/xact.h"
-#include "port/atomics.h"
-#include "storage/bufpage.h"
-#include "storage/checksum.h"
 #include "storage/ipc.h"
 #include "storage/nvm_fault.h"
 #include "storage/nvm_prefetch.h"
 #include "storage/nvm_stats.h"
-#include "storage/proc.h"
+#include "storage/nvm_verify.h"
 #include "utils/memutils.h"
 
 /* GUCs */
@@ -116,17 +106,26 @@ typedef struct NvmPrefetchMapping
 static const NvmPrefetchMapping *CurrentMapping = NULL;
 static uint64 MappingGeneration = 1;
 
-/* a job covers at most this many blocks, so that retiring is fine-grained */
+/*
+ * a job covers at most this many blocks, so that retiring is fine-grained
+ * (and a verified job has a verdict per block: nvm_verify.h)
+ */
 #define NVM_PREFETCH_JOB_BLOCKS		16
+StaticAssertDecl(NVM_PREFETCH_JOB_BLOCKS <= NVM_VERIFY_JOB_BLOCKS,
+				 "a prefetch job has more blocks than a verdict");
 /* ... and, running ahead of a sequential scan, at least this many */
 #define NVM_PREFETCH_MIN_JOB_BLOCKS	8
+
+/* jobs a helper queue holds: fewer than verdict slots (nvm_verify.h) */
+#define NVM_PREFETCH_QUEUE_LEN		255
+StaticAssertDecl(NVM_PREFETCH_QUEUE_LEN < NVM_VERDICT_SLOTS,
+				 "a queue holds more jobs than there are verdict slots");
 
 /* this process's helper pool */
 static nvmpf_pool *HelperPool = NULL;
 static uint64 PoolGeneration = 0;	/* MappingGeneration it was made for */
 static uint64 FailedGeneration = 0; /* creation failed for this one */
 static bool ExitHookRegistered = false;
-static bool GuardFailureLogged = false;
 static bool GuardLostLogged = false;
 static char PoolMessage[320];
 
@@ -146,107 +145,6 @@ typedef struct NvmPendingJob
 static NvmPendingJob Pending[NVM_PENDING_JOBS];
 static int	PendingHead = 0;
 static int	PendingCount = 0;
-
-/*
- * Verdicts of the helpers (data checksums on), one slot per job, slot
- * seq % NVM_VERDICT_SLOTS for job number seq of this process's pool.
- *
- * state is the only field both sides write: the job's number and its
- * phase, ((seq + 1) << 2) | phase.  The backend claims a slot for the job it
- * is about to enqueue (any phase but RUNNING -> seq QUEUED, compare-and-
- * swap), then fills addr .. wgen and enqueues the job (the queue's release
- * makes them visible to the helper that dequeues it).  That helper moves the
- * slot from seq QUEUED to seq RUNNING (compare-and-swap: it fails if the
- * slot has been claimed for a later job meanwhile, or the backend cancelled
- * the job -- seq QUEUED -> seq FREE, compare-and-swap, when it has read the
- * job's last block before any helper started it -- and then nothing is
- * written), writes blocks[], and publishes seq DONE with a release barrier.
- * The backend reads blocks[] only after reading seq DONE (then a read
- * barrier): nobody writes them again until the backend itself claims the
- * slot for another job.  live is the backend's own: false once the mapping the job
- * points into has been let go (NvmPrefetchForget()), so that a verdict
- * about whatever is mapped at that address later is never looked at.
- * Slot seq % NVM_VERDICT_SLOTS can hold no other job than seq while seq is
- * one of the last NVM_VERDICT_SLOTS numbers given out (a slot is claimed
- * only for job NextSeq), so the lookup goes by job number (see
- * EpochFirstSeq).
- */
-#define NVM_VERDICT_SLOTS	256 /* more than the queue's 255 jobs */
-
-#define NVM_VERDICT_FREE	0	/* with the job's number: cancelled */
-#define NVM_VERDICT_QUEUED	1
-#define NVM_VERDICT_RUNNING	2
-#define NVM_VERDICT_DONE	3
-/* seq + 1: state 0 (an unused slot) names no job, not even job 0 */
-#define NVM_VERDICT_STATE(seq, phase)	((((seq) + 1) << 2) | (phase))
-
-typedef struct NvmVerdictBlock
-{
-	bool		checked;		/* the helper could read the block */
-	bool		ok;				/* it passed the checksum and header checks */
-	uint16		checksum;		/* pd_checksum of the bytes checked */
-	uint64		lsn;			/* pd_lsn of the bytes checked */
-} NvmVerdictBlock;
-
-typedef struct NvmVerdict
-{
-	pg_atomic_uint64 state;
-	/* set by the backend before the job is enqueued */
-	char	   *addr;			/* first block, in this process's mapping */
-	BlockNumber blkno;			/* its block number in the relation */
-	int			nblocks;
-	uint64		seq;
-	uint64		wgen;			/* nvm_smgr.c's write generation then */
-	bool		live;			/* the backend's own, see above */
-	/* written by the helper holding the slot RUNNING, published by DONE */
-	NvmVerdictBlock blocks[NVM_PREFETCH_JOB_BLOCKS];
-} NvmVerdict;
-
-static NvmVerdict *Verdicts = NULL; /* this pool's, or NULL */
-static uint64 NextSeq = 0;		/* number the pool gives the next job */
-
-/*
- * Where the lookup finds a block's job: by the block's address in the
- * mapping (Fibonacci hashing of the block's address, so that the same block
- * numbers of mappings 1 GB apart do not share entries), the number (+ 1;
- * 0 = none) of the latest job claimed for it.
- * The backend's own (claims and lookups are the backend's); only a hint:
- * every test of NvmPrefetchVerdict() is made on the slot itself, so an
- * entry overwritten by another block's job (a collision) or left by a job
- * whose slot was reused costs a verification by the backend, never a wrong
- * verdict.  More entries than the blocks of the jobs a queue can hold
- * (255 x 16).
- */
-#define NVM_VERDICT_INDEX	4096
-#define NVM_VERDICT_HASH(addr) \
-	((uint32) (((uint64) (uintptr_t) (addr) / BLCKSZ * \
-				UINT64CONST(0x9E3779B97F4A7C15)) >> 52))
-static uint64 VerdictIndex[NVM_VERDICT_INDEX];
-
-/*
- * The verdict epoch: a verdict is used only in the epoch its job was issued
- * in, i.e. only for jobs numbered [EpochFirstSeq, NextSeq).  A new epoch
- * starts (EpochFirstSeq = NextSeq, so no earlier job's slot is looked at
- * again):
- *
- * - when this process runs another top-level statement (client message:
- *	 GetCurrentStatementStartTimestamp(), set for each one by postgres.c) or
- *	 another transaction (MyProc's lxid) than the epoch was started in;
- *	 nvm_verdict_epoch() notices it at the next claim or lookup, before any
- *	 slot is read;
- * - when a read stream's read does not continue forward in the mapping the
- *	 previous one read (a new stream, a rescan, another relation or segment:
- *	 NvmPrefetchRedirected()).
- *
- * So a helper's verdict is trusted only by the statement, and within it only
- * by the scan, that asked for it; bytes changed behind PostgreSQL's back
- * after a helper checked them are caught by every later statement, and by
- * every later scan, as in stock (docs/storage-engines.md, V6).  The check
- * costs the lookup two comparisons, and bounds its walk to the epoch's jobs.
- */
-static uint64 EpochFirstSeq = 0;
-static TimestampTz EpochStmtStart = 0;
-static LocalTransactionId EpochLxid = InvalidLocalTransactionId;
 
 
 /*
@@ -315,14 +213,7 @@ nvm_prefetch_stop(void)
 		nvmpf_destroy(pool);
 	}
 	/* the helpers are joined: no verdict of theirs is written or read now */
-	if (Verdicts != NULL)
-	{
-		pfree(Verdicts);
-		Verdicts = NULL;
-	}
-	NextSeq = 0;
-	memset(VerdictIndex, 0, sizeof(VerdictIndex));
-	EpochFirstSeq = 0;
+	NvmVerdictsDestroy();
 	PendingHead = PendingCount = 0;
 	LastMap = NULL;
 	LastReadEnd = InvalidBlockNumber;
@@ -337,284 +228,23 @@ nvm_prefetch_at_exit(int code, Datum arg)
 }
 
 /*
- * nvm_page_ok -- what PageIsVerified() accepts without a word, for a page
- * that is not new: the checksum matches and the header is sane.  Runs in
- * helper threads: pure computation on the caller's copy of the page (no
- * elog, no palloc, no shared memory).  All-zero (new) pages are left to the
- * backend, which has stock's rules for them.
- */
-static bool
-nvm_page_ok(const char *page, BlockNumber blkno)
-{
-	const PageHeaderData *p = (const PageHeaderData *) page;
-
-	if (PageIsNew((Page) page))
-		return false;
-	if (pg_checksum_page_readonly(page, blkno) != p->pd_checksum)
-		return false;
-	return (p->pd_flags & ~PD_VALID_FLAG_BITS) == 0 &&
-		p->pd_lower <= p->pd_upper &&
-		p->pd_upper <= p->pd_special &&
-		p->pd_special <= BLCKSZ &&
-		p->pd_special == MAXALIGN(p->pd_special);
-}
-
-/*
- * nvm_verify_job -- libnvmprefetch's job hook (nvmpf_config.job_hook), in a
- * helper thread, before the helper faults job seq's range in: if the job
- * is to be verified (its slot is still the job's, queued), read its blocks,
- * verify them and publish the verdicts in its slot (see NvmVerdict).
- * Returns NVMPF_HOOK_DONE if the range was read whole (the reads took the
- * page faults and brought the bytes into the caches: nothing more to do),
- * NVMPF_HOOK_SKIP if the backend cancelled the job (it has read the blocks
- * already), NVMPF_HOOK_PASS to let the helper fault and prefetch the range
- * (a job that is not verified, or a range that could not be read whole).
- *
- * Each block is copied through the mapping with nvm_helper_copy(), which
- * catches SIGBUS (file cut short) and SIGSEGV (range unmapped): the backend
- * may unmap the range at any moment (P2), and the copy then stops short
- * instead of killing the process.  Nothing is loaded through the mapping if
- * the fault guard's handlers are not ours any more
- * (nvm_helper_guard_intact()).  The checksum is computed on the copy, so a
- * write-back racing with the copy shows as a failed block, and the header
- * fields recorded are those of the very bytes checked.
- */
-static int
-nvm_verify_job(void *arg, const void *addr, size_t len, uint64 seq)
-{
-	NvmVerdict *v = &((NvmVerdict *) arg)[seq % NVM_VERDICT_SLOTS];
-	uint64		expected = NVM_VERDICT_STATE(seq, NVM_VERDICT_QUEUED);
-	PGAlignedBlock copy;
-	bool		whole;
-
-	/* the slot is the job's, and now ours (a full barrier) */
-	if (!pg_atomic_compare_exchange_u64(&v->state, &expected,
-										NVM_VERDICT_STATE(seq, NVM_VERDICT_RUNNING)))
-	{
-		/* cancelled by the backend: it is past the job's blocks */
-		if (expected == NVM_VERDICT_STATE(seq, NVM_VERDICT_FREE))
-			return NVMPF_HOOK_SKIP;
-		/* not a job to verify, or its slot went to a later job */
-		return NVMPF_HOOK_PASS;
-	}
-
-	whole = v->addr == (const char *) addr &&
-		(size_t) v->nblocks * BLCKSZ == len &&
-		nvm_helper_guard_intact();
-	for (int i = 0; i < v->nblocks; i++)
-	{
-		NvmVerdictBlock *b = &v->blocks[i];
-
-		b->checked = b->ok = false;
-		/* only blocks copied whole (a copy stops short at a fault) */
-		if (!whole || nvm_helper_copy(copy.data, v->addr + (size_t) i * BLCKSZ,
-									  1) != 1)
-		{
-			whole = false;
-			continue;
-		}
-		/* all-zero (new) pages are valid; the backend has stock's rules */
-		if (PageIsNew((Page) copy.data))
-			continue;
-		b->checked = true;
-		b->ok = nvm_page_ok(copy.data, v->blkno + i);
-		b->lsn = PageXLogRecPtrGet(((const PageHeaderData *) copy.data)->pd_lsn);
-		b->checksum = ((const PageHeaderData *) copy.data)->pd_checksum;
-	}
-
-	/* publish: the verdicts before the phase (pairs with the lookup) */
-	pg_write_barrier();
-	pg_atomic_write_u64(&v->state, NVM_VERDICT_STATE(seq, NVM_VERDICT_DONE));
-	return whole ? NVMPF_HOOK_DONE : NVMPF_HOOK_PASS;
-}
-
-/*
- * nvm_verdict_epoch -- start a new verdict epoch (see EpochFirstSeq) if this
- * process runs another top-level statement or transaction than the current
- * epoch was started in.  Called before any slot is claimed or looked at;
- * two comparisons, no allocation, no error (it runs in a read's completion).
- */
-static inline void
-nvm_verdict_epoch(void)
-{
-	TimestampTz stmt = GetCurrentStatementStartTimestamp();
-	LocalTransactionId lxid = MyProc != NULL ? MyProc->vxid.lxid :
-		InvalidLocalTransactionId;
-
-	if (unlikely(stmt != EpochStmtStart || lxid != EpochLxid))
-	{
-		EpochStmtStart = stmt;
-		EpochLxid = lxid;
-		EpochFirstSeq = NextSeq;
-	}
-}
-
-/*
- * nvm_verdict_claim -- the backend is about to enqueue a job for nblocks
- * blocks at addr, the first being blkno: claim the job's verdict slot.
- * Returns false (the job is only prefetched, not verified) if wgen is 0
- * (checksums off, or a write through a mapping was in progress) or a helper
- * still works in the slot for an older job.
- */
-static bool
-nvm_verdict_claim(char *addr, BlockNumber blkno, int nblocks, uint64 wgen)
-{
-	uint64		seq = NextSeq;
-	NvmVerdict *v = &Verdicts[seq % NVM_VERDICT_SLOTS];
-	uint64		old;
-
-	Assert(nblocks > 0 && nblocks <= NVM_PREFETCH_JOB_BLOCKS);
-	if (wgen == 0 || Verdicts == NULL)
-		return false;
-	/* a job of this statement: verdicts of earlier ones are never used */
-	nvm_verdict_epoch();
-	Assert(seq >= EpochFirstSeq);
-	old = pg_atomic_read_u64(&v->state);
-	if ((old & 3) == NVM_VERDICT_RUNNING ||
-		!pg_atomic_compare_exchange_u64(&v->state, &old,
-										NVM_VERDICT_STATE(seq, NVM_VERDICT_QUEUED)))
-		return false;
-	/* no helper reads these before the job is enqueued */
-	v->addr = addr;
-	v->blkno = blkno;
-	v->nblocks = nblocks;
-	v->seq = seq;
-	v->wgen = wgen;
-	v->live = true;
-	for (int i = 0; i < nblocks; i++)
-		VerdictIndex[NVM_VERDICT_HASH(addr + (size_t) i * BLCKSZ)] = seq + 1;
-	return true;
-}
-
-/*
  * nvm_enqueue_one -- enqueue one job of nblocks blocks at addr (block
- * blkno), verified by the helper when wgen allows it (nvm_verdict_claim());
+ * blkno), verified by the helper when wgen allows it (NvmVerdictClaim());
  * the job's number in *seq.  NVMPF_OK or NVMPF_EFULL.
  */
 static int
 nvm_enqueue_one(nvmpf_pool *pool, char *addr, BlockNumber blkno,
 				BlockNumber nblocks, uint64 wgen, uint64 *seq)
 {
-	bool		claimed = nvm_verdict_claim(addr, blkno, (int) nblocks, wgen);
+	bool		claimed = NvmVerdictClaim(addr, blkno, (int) nblocks, wgen);
 	int			rc;
 
 	rc = nvmpf_enqueue_seq(pool, addr, (size_t) nblocks * BLCKSZ, seq);
 	if (rc == NVMPF_OK)
-	{
-		Assert(*seq == NextSeq);
-		NextSeq++;
-	}
+		NvmVerdictJobEnqueued(*seq);
 	else if (claimed)
-	{
-		/*
-		 * Dropped: the slot names a job that will never run (the next job
-		 * gets the same number); no helper holds it, so it can be freed.
-		 */
-		NvmVerdict *v = &Verdicts[NextSeq % NVM_VERDICT_SLOTS];
-
-		v->live = false;
-		pg_atomic_write_u64(&v->state, NVM_VERDICT_FREE);
-	}
+		NvmVerdictJobDropped();
 	return rc;
-}
-
-/*
- * NvmPrefetchVerdict -- the read's completion (through nvm_smgr.c) asks
- * whether a helper verified the page at addr, block blkno, in this
- * process's mapping.  NVM_VERIFY_OK only for a finished job (DONE) of the
- * current verdict epoch (this statement and transaction, this scan: see
- * EpochFirstSeq), of a mapping not let go since, enqueued in write
- * generation wgen (so no write through a mapping started since, nor was in
- * progress then), whose verdict for the block is OK and whose pd_lsn and
- * pd_checksum are those the page shows now.  NVM_VERIFY_FAILED if such a
- * job found the block invalid (for counting only: the caller verifies it,
- * as with NVM_VERIFY_NONE).  Runs in a critical section: no allocation, no
- * error.
- *
- * The block's job is found through VerdictIndex (one probe, no walk); a
- * job of the current epoch that no helper has started yet and whose last
- * block this is gets cancelled: the backend verifies the page itself, and a
- * helper behind it skips the job instead of doing work nobody will use.
- */
-NvmVerifyResult
-NvmPrefetchVerdict(const char *addr, BlockNumber blkno, uint64 wgen)
-{
-	uint64		lo;
-	uint64		seq;
-	uint64		state;
-	NvmVerdict *v;
-	const NvmVerdictBlock *b;
-	const PageHeaderData *p;
-	size_t		off;
-
-	if (Verdicts == NULL || wgen == 0)
-		return NVM_VERIFY_NONE;
-
-	/* another statement, transaction: no job issued so far counts */
-	nvm_verdict_epoch();
-	lo = NextSeq > NVM_VERDICT_SLOTS ? NextSeq - NVM_VERDICT_SLOTS : 0;
-	lo = Max(lo, EpochFirstSeq);
-	seq = VerdictIndex[NVM_VERDICT_HASH(addr)];
-	if (seq == 0)
-		return NVM_VERIFY_NONE;
-	seq--;
-	if (seq < lo || seq >= NextSeq)
-		return NVM_VERIFY_NONE;
-
-	/* a slot not claimed for this job holds another one's */
-	v = &Verdicts[seq % NVM_VERDICT_SLOTS];
-	if (v->seq != seq || !v->live || addr < v->addr ||
-		addr >= v->addr + (size_t) v->nblocks * BLCKSZ)
-		return NVM_VERIFY_NONE;
-	off = (size_t) (addr - v->addr);
-	if (off % BLCKSZ != 0)
-		return NVM_VERIFY_NONE;
-	state = pg_atomic_read_u64(&v->state);
-	if (state != NVM_VERDICT_STATE(seq, NVM_VERDICT_DONE))
-	{
-		/*
-		 * Behind us: cancel it if nothing of it is left to read (always safe:
-		 * a cancelled job only loses its verdicts, whatever its write
-		 * generation).
-		 */
-		if (state == NVM_VERDICT_STATE(seq, NVM_VERDICT_QUEUED) &&
-			off / BLCKSZ == v->nblocks - 1)
-			(void) pg_atomic_compare_exchange_u64(&v->state, &state,
-												  NVM_VERDICT_STATE(seq, NVM_VERDICT_FREE));
-		return NVM_VERIFY_NONE;
-	}
-	if (v->blkno + off / BLCKSZ != blkno || v->wgen != wgen)
-		return NVM_VERIFY_NONE;
-	pg_read_barrier();			/* pairs with the helper's publish */
-	b = &v->blocks[off / BLCKSZ];
-	if (!b->checked)
-		return NVM_VERIFY_NONE;
-	if (!b->ok)
-		return NVM_VERIFY_FAILED;
-	p = (const PageHeaderData *) addr;
-	if (b->checksum != p->pd_checksum ||
-		b->lsn != PageXLogRecPtrGet(p->pd_lsn))
-		return NVM_VERIFY_NONE;
-	return NVM_VERIFY_OK;
-}
-
-/*
- * NvmPrefetchForget -- the mapping at [addr, addr + len) is let go (to be
- * unmapped, now or when its last view goes): verdicts about it are never
- * looked at again, whatever is mapped there later.
- */
-void
-NvmPrefetchForget(const char *addr, size_t len)
-{
-	if (Verdicts == NULL)
-		return;
-	for (int i = 0; i < NVM_VERDICT_SLOTS; i++)
-	{
-		NvmVerdict *v = &Verdicts[i];
-
-		if (v->live && v->addr >= addr && v->addr < addr + len)
-			v->live = false;
-	}
 }
 
 /*
@@ -658,47 +288,24 @@ nvm_prefetch_pool(void)
 	 * through a mapping (the verifying hook does, under its fault guard).
 	 */
 	cfg.mode = NVMPF_MODE_POPULATE | NVMPF_MODE_PREFETCH;
-	cfg.queue_len = 255;
+	cfg.queue_len = NVM_PREFETCH_QUEUE_LEN;
 	cfg.log = nvm_prefetch_log;
 	cfg.log_arg = NULL;
 	PoolMessage[0] = '\0';
 
 	/*
-	 * The helpers' verdicts (used only while data checksums are on).  Not
-	 * where 64-bit atomics are simulated: those take spinlocks, whose
-	 * stuck-lock report is an elog(PANIC), which a helper thread must never
-	 * reach.  There the helpers only prefetch, and the backend verifies. Nor
-	 * where the helpers' fault guard cannot be installed (said once).
+	 * The helpers' verdicts (used only while data checksums are on), in a new
+	 * table, unless this process's helpers cannot verify (nvm_verify.c).
 	 */
-	NextSeq = 0;
-	memset(VerdictIndex, 0, sizeof(VerdictIndex));
-	EpochFirstSeq = 0;			/* a new table: every slot is of a later job */
-#ifndef PG_HAVE_ATOMIC_U64_SIMULATION
-	if (nvm_fault_init_helpers())
-	{
-		Verdicts = MemoryContextAllocZero(TopMemoryContext,
-										  sizeof(NvmVerdict) * NVM_VERDICT_SLOTS);
-		for (int i = 0; i < NVM_VERDICT_SLOTS; i++)
-			pg_atomic_init_u64(&Verdicts[i].state, NVM_VERDICT_FREE);
-		cfg.job_hook = nvm_verify_job;
-		cfg.job_arg = Verdicts;
-	}
-	else if (!GuardFailureLogged)
-	{
-		GuardFailureLogged = true;
-		ereport(LOG,
-				(errmsg("could not install the prefetch helpers' SIGSEGV handler: %m"),
-				 errdetail("Helpers prefetch but verify nothing: the backend verifies every block itself.")));
-	}
-#endif
+	cfg.job_arg = NvmVerdictsCreate();
+	if (cfg.job_arg != NULL)
+		cfg.job_hook = NvmVerifyJob;
 
 	rc = nvmpf_create(&cfg, &HelperPool);
 	if (rc != NVMPF_OK)
 	{
 		HelperPool = NULL;
-		if (Verdicts != NULL)
-			pfree(Verdicts);
-		Verdicts = NULL;
+		NvmVerdictsDestroy();
 		FailedGeneration = MappingGeneration;
 		ereport(WARNING,
 				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
@@ -751,7 +358,7 @@ static void
 nvm_prefetch_enqueue(nvmpf_pool *pool, char *map, BlockNumber segbase,
 					 BlockNumber start, BlockNumber end, uint64 wgen)
 {
-	if (unlikely(!GuardLostLogged) && Verdicts != NULL &&
+	if (unlikely(!GuardLostLogged) && NvmVerdictsActive() &&
 		nvm_fault_helpers_lost())
 	{
 		GuardLostLogged = true;
@@ -816,7 +423,7 @@ nvm_prefetch_inline(char *map, BlockNumber start, BlockNumber end)
  * just redirected (see the file header comment for what is prefetched
  * when).  The segment has at least seglimit blocks: nothing beyond is
  * handed out (a helper's madvise() there would fail: the file ends).  wgen:
- * nvm_smgr.c's write generation, or 0 if the helpers must not verify.
+ * the write generation (nvm_verify.c), or 0 if the helpers must not verify.
  */
 void
 NvmPrefetchRedirected(char *segmap, BlockNumber segbase, BlockNumber segblock,
@@ -848,11 +455,11 @@ NvmPrefetchRedirected(char *segmap, BlockNumber segbase, BlockNumber segblock,
 	/*
 	 * A read that does not continue forward in the mapping the previous one
 	 * read belongs to another scan (a new read stream, a rescan, another
-	 * relation or segment): it uses no verdict of the jobs issued so far (see
-	 * EpochFirstSeq).  Reads of one stream go forward.
+	 * relation or segment): it uses no verdict of the jobs issued so far (a
+	 * new verdict epoch, nvm_verify.c).  Reads of one stream go forward.
 	 */
 	if (LastMap != NULL && (segmap != LastMap || segblock < LastReadEnd))
-		EpochFirstSeq = NextSeq;
+		NvmVerdictNewEpoch();
 	nvm_prefetch_retire(segmap, segblock + nblocks);
 
 	/* reads following each other: prefetch the distance beyond as well */

@@ -53,16 +53,14 @@
  * for as long as one of its pinned buffers points into it.
  *
  * Verification by prefetch helpers (se2, nvm_prefetch = helper, data
- * checksums on).  Helpers that prefetch redirected blocks also verify them
- * (nvm_prefetch.c); the buffer manager asks here, in the read's completion,
- * whether a verdict covers exactly the bytes it reads (nvm_verified_ahead()).
- * A verdict names the mapping address and block number of its job, the
- * pd_lsn and pd_checksum of the bytes checked, and the *write generation*
- * at which the job was enqueued: the number of writes into relation files
- * through this storage manager (nvm_writev(), nvm_truncate()) started so
- * far by all processes, taken only while none was in progress.  A verdict
- * is used only if no such write has started since, and it is forgotten when
- * its mapping is let go (nvm_let_go()).  See docs/storage-engines.md, V1-V6.
+ * checksums on).  Helpers that prefetch redirected blocks also verify them,
+ * and a verdict is used only if no write into relation files through this
+ * storage manager has started since its job was enqueued and its mapping
+ * was not let go since (nvm_verify.c, docs/storage-engines.md, V1-V6).  So
+ * this file counts its writes (nvm_writev(), nvm_truncate():
+ * NvmVerifyWriteBegins(), NvmVerifyWriteEnds()), hands the write generation
+ * with the blocks it gives to prefetching, and forgets the verdicts of a
+ * mapping it lets go (nvm_let_go(): NvmVerifyForget()).
  *
  * Durability.  Blocks written through a MAP_SHARED mapping are the same
  * page-cache (or, with DAX, device) pages that write() would have
@@ -122,7 +120,7 @@
 #include "storage/nvm_prefetch.h"
 #include "storage/nvm_smgr.h"
 #include "storage/nvm_stats.h"
-#include "storage/shmem.h"
+#include "storage/nvm_verify.h"
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
 
@@ -210,140 +208,6 @@ static NvmMapping *NvmByAddrLast = NULL;
 /* a failed mmap() is logged once per process */
 static bool NvmFallbackLogged = false;
 
-/*
- * Writes into relation files through this storage manager, all processes:
- * a write increments writes_started before it changes a byte and
- * writes_done after its last byte (both full barriers).  See
- * nvm_write_generation().  Counted only where they are read: se2 with data
- * checksums on (both fixed at server start, so every process agrees).
- */
-typedef struct NvmSmgrShared
-{
-	pg_atomic_uint64 writes_started;
-	pg_atomic_uint64 writes_done;
-} NvmSmgrShared;
-
-static NvmSmgrShared *NvmShared = NULL;
-
-
-/*
- * NvmSmgrShmemSize, NvmSmgrShmemInit -- the write counters in shared
- * memory (called with the buffer pool's, by nvm_buf.c).
- */
-Size
-NvmSmgrShmemSize(void)
-{
-	return sizeof(NvmSmgrShared);
-}
-
-void
-NvmSmgrShmemInit(void)
-{
-	bool		found;
-
-	NvmShared = ShmemInitStruct("pgnvm smgr writes", sizeof(NvmSmgrShared),
-								&found);
-	if (!found)
-	{
-		pg_atomic_init_u64(&NvmShared->writes_started, 0);
-		pg_atomic_init_u64(&NvmShared->writes_done, 0);
-	}
-}
-
-/* this process has counted a write in writes_started, not yet in writes_done */
-static bool NvmWriteInProgress = false;
-
-/* are writes counted (see NvmSmgrShared)? */
-static inline bool
-nvm_counts_writes(void)
-{
-	return NvmShared != NULL && nvm_storage_engine == NVM_ENGINE_SE2 &&
-		DataChecksumsEnabled();
-}
-
-/*
- * nvm_write_begins, nvm_write_ends -- a write into a relation file begins /
- * has ended (see NvmSmgrShared).  A write that ends in an ERROR is ended by
- * its caller's PG_FINALLY; one that ends the process (FATAL, proc_exit) by
- * nvm_write_at_exit(): a write left counted as in progress would turn the
- * helpers' verification off until the next restart.
- */
-static inline void
-nvm_write_begins(void)
-{
-	if (!nvm_counts_writes())
-		return;
-	Assert(!NvmWriteInProgress);
-	NvmWriteInProgress = true;
-	pg_atomic_fetch_add_u64(&NvmShared->writes_started, 1);
-}
-
-static inline void
-nvm_write_ends(void)
-{
-	if (!NvmWriteInProgress)
-		return;
-	pg_atomic_fetch_add_u64(&NvmShared->writes_done, 1);
-	NvmWriteInProgress = false;
-}
-
-/* before_shmem_exit callback: a write this process began has ended */
-static void
-nvm_write_at_exit(int code, Datum arg)
-{
-	nvm_write_ends();
-}
-
-/*
- * nvm_write_generation -- for a prefetch job about to be enqueued: the
- * write generation (writes started so far, plus one), or 0 if its blocks
- * must not be verified by a helper: data checksums are off, or a write is
- * in progress (its bytes might be half copied when the helper reads them).
- *
- * writes_done is read first: if writes_started, read after it, has the same
- * value, then at that moment every write started had ended (done <= started
- * at all times, and done can only have grown).  A write that starts later
- * makes writes_started larger than the generation, which the completion
- * sees (nvm_verified_ahead()).
- */
-static uint64
-nvm_write_generation(void)
-{
-	uint64		done;
-	uint64		started;
-
-	if (!nvm_counts_writes())
-		return 0;
-	done = pg_atomic_read_u64(&NvmShared->writes_done);
-	pg_read_barrier();
-	started = pg_atomic_read_u64(&NvmShared->writes_started);
-	return started == done ? started + 1 : 0;
-}
-
-/*
- * nvm_verified_ahead -- for the buffer manager, in the completion of a read
- * left in place (a critical section): did a prefetch helper of this process
- * verify the page at page (block blkno, in this process's read-only
- * mapping), and do the verdict's bytes stay those of the page?  OK only
- * for a finished job's successful verdict about this address and block,
- * issued in this statement and scan (nvm_prefetch.c's verdict epoch), whose
- * mapping was not let go since it was enqueued, with no write through this
- * storage manager started since (same write generation), and with the
- * pd_lsn and pd_checksum the page shows now (nvm_prefetch.c).  With data
- * checksums off no helper verifies anything: no lookup at all.
- *
- * A write of this very block by another process must have ended before our
- * read could start (the block had to leave its old buffer, under the
- * buffer manager's locks), so writes_started, read here, counts it.
- */
-NvmVerifyResult
-nvm_verified_ahead(const char *page, BlockNumber blkno)
-{
-	if (!nvm_counts_writes())
-		return NVM_VERIFY_NONE;
-	return NvmPrefetchVerdict(page, blkno,
-							  pg_atomic_read_u64(&NvmShared->writes_started) + 1);
-}
 
 
 /*
@@ -460,7 +324,7 @@ nvm_let_go(NvmMapping *m)
 	m->reln = NULL;
 	/* whatever is mapped at this address later, no verdict is about it */
 	if (m->readonly)
-		NvmPrefetchForget(m->addr, NVM_SEGMENT_BYTES);
+		NvmVerifyForget(m->addr, NVM_SEGMENT_BYTES);
 	if (m->views > 0)
 	{
 		dlist_delete(&m->node);
@@ -745,7 +609,7 @@ nvm_prefetch_block(SMgrRelation reln, BlockNumber blocknum)
 		return;
 	addr = nvm_ro_block_address(reln, blocknum);
 	if (addr != NULL)
-		NvmPrefetchAhead(addr, blocknum, 1, nvm_write_generation());
+		NvmPrefetchAhead(addr, blocknum, 1, NvmVerifyWriteGeneration());
 }
 
 /*
@@ -830,7 +694,7 @@ nvm_let_go_from(SMgrRelation reln, int first)
 /*
  * nvm_init -- smgr_init, in every process: with se2, make sure a write the
  * process began is counted as ended if the process exits in it (see
- * nvm_write_begins()).  At each server start (the startup process, or a
+ * NvmVerifyWriteBegins()).  At each server start (the startup process, or a
  * single-user backend), check nvm_data_persist.
  *
  * nvm_data_persist = pmem needs an engine that writes through mappings: with
@@ -851,8 +715,7 @@ nvm_init(void)
 	bool		map_sync = false;
 
 	/* every process: a write it began is ended if it exits (FATAL) */
-	if (nvm_storage_engine == NVM_ENGINE_SE2)
-		before_shmem_exit(nvm_write_at_exit, (Datum) 0);
+	NvmVerifyInitProcess();
 
 	if (IsUnderPostmaster && MyBackendType != B_STARTUP)
 		return;
@@ -1043,7 +906,7 @@ nvm_startreadv(PgAioHandle *ioh,
 		NvmPrefetchRedirected(m->addr, blocknum - segblock, segblock, done,
 							  m->known_blocks,
 							  (ioh->flags & PGAIO_HF_SYNCHRONOUS) == 0,
-							  nvm_write_generation());
+							  NvmVerifyWriteGeneration());
 
 		/* the blocks stay where they are; those past the end: nowhere */
 		for (BlockNumber i = 0; i < nblocks; i++)
@@ -1135,7 +998,7 @@ nvm_persist_blocks(SMgrRelation reln, NvmMapping *m, char *dst,
 
 /*
  * nvm_md_writev -- nvm_writev()'s fallback: write blocks with mdwritev(),
- * counted as a write (NvmSmgrShared) that ends also when mdwritev() raises
+ * counted as a write (nvm_verify.c) that ends also when mdwritev() raises
  * an ERROR.  A function of its own, so that no variable of nvm_writev()'s
  * loop lives across the setjmp() of PG_TRY.
  */
@@ -1143,14 +1006,14 @@ static void
 nvm_md_writev(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 			  const void **buffers, BlockNumber nblocks, bool skipFsync)
 {
-	nvm_write_begins();
+	NvmVerifyWriteBegins();
 	PG_TRY();
 	{
 		mdwritev(reln, forknum, blocknum, buffers, nblocks, skipFsync);
 	}
 	PG_FINALLY();
 	{
-		nvm_write_ends();
+		NvmVerifyWriteEnds();
 	}
 	PG_END_TRY();
 }
@@ -1199,11 +1062,11 @@ nvm_writev(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 		else
 		{
 			/* the guarded copy cannot fail with an ERROR */
-			nvm_write_begins();
+			NvmVerifyWriteBegins();
 			pgstat_report_wait_start(WAIT_EVENT_DATA_FILE_WRITE);
 			done = nvm_copy_to_mapping(dst, buffers, nthis);
 			pgstat_report_wait_end();
-			nvm_write_ends();
+			NvmVerifyWriteEnds();
 			MyNvmStats->mapped_writes += done;
 		}
 
@@ -1238,10 +1101,10 @@ nvm_truncate(SMgrRelation reln, ForkNumber forknum,
 	 * and nothing is left half counted).
 	 */
 	if (forknum == MAIN_FORKNUM)
-		nvm_write_begins();
+		NvmVerifyWriteBegins();
 	mdtruncate(reln, forknum, curnblk, nblocks);
 	if (forknum == MAIN_FORKNUM)
-		nvm_write_ends();
+		NvmVerifyWriteEnds();
 
 	if (forknum == MAIN_FORKNUM && reln->nvm_maps != NULL)
 		nvm_let_go_from(reln, nblocks / ((BlockNumber) RELSEG_SIZE) + 1);
