@@ -44,6 +44,22 @@ extern PGDLLIMPORT volatile uint8 *NvmBufferFlags;
 #define NVM_VIEW_CHUNK			(1 << NVM_VIEW_CHUNK_BITS)
 extern PGDLLIMPORT void ***NvmBufferPages;
 
+/*
+ * NvmSe2Active -- is se2 on in this process?  True once a process of a
+ * server with nvm_storage_engine = se2 has set up its views
+ * (NvmBufInitAccess(), from InitBufferManagerAccess()): from then on it may
+ * meet redirected buffers.  False in base and se1, and in processes that
+ * have no buffer manager access (the postmaster).  The one test of "se2 is
+ * on" of the buffer manager and its callers: a load of a global, so that
+ * the other engines pay no more than that on the hot paths
+ * (BufferGetBlock()).
+ */
+static inline bool
+NvmSe2Active(void)
+{
+	return NvmBufferPages != NULL;
+}
+
 /* this process's view of a shared buffer's page, or NULL (se2 only) */
 static inline void *
 NvmBufferView(Buffer buffer)
@@ -71,7 +87,7 @@ extern PGDLLIMPORT char *BufferBlocks;
 static inline void
 NvmFollowCopy(void **ptr, Buffer buffer)
 {
-	if (unlikely(NvmBufferPages != NULL) && buffer > 0)
+	if (unlikely(NvmSe2Active()) && buffer > 0)
 	{
 		char	   *view = (char *) NvmBufferView(buffer);
 		uintptr_t	off = (uintptr_t) ((char *) *ptr - view);

@@ -53,6 +53,15 @@ typedef enum NvmDataPersist
 extern PGDLLIMPORT int nvm_data_persist;
 extern PGDLLIMPORT const struct config_enum_entry nvm_data_persist_options[];
 
+/*
+ * The storage managers' entries in smgr.c's smgrsw[] table, which an
+ * SMgrRelation's smgr_which indexes: md.c's (stock PostgreSQL's only one)
+ * and nvm_smgr.c's.  smgr.c's table puts our entry at NVM_SMGR_WHICH, and
+ * smgropen() picks it with nvm_smgr_handles().
+ */
+#define MD_SMGR_WHICH		0
+#define NVM_SMGR_WHICH		1
+
 /* Does smgropen() give this relation to nvm_smgr.c rather than md.c? */
 static inline bool
 nvm_smgr_handles(ProcNumber backend)

@@ -142,7 +142,8 @@ NvmBufShmemInit(void)
  * NvmBufInitAccess -- per-process setup, from InitBufferManagerAccess().
  *
  * Only se2 allocates NvmBufferPages: its being non-NULL is what enables the
- * redirection checks in BufferGetBlock() and the buffer manager.
+ * redirection checks in BufferGetBlock() and the buffer manager
+ * (NvmSe2Active()).
  */
 void
 NvmBufInitAccess(void)
@@ -151,7 +152,7 @@ NvmBufInitAccess(void)
 
 	NvmStatsAttach();
 
-	if (nvm_storage_engine != NVM_ENGINE_SE2 || NvmBufferPages != NULL)
+	if (nvm_storage_engine != NVM_ENGINE_SE2 || NvmSe2Active())
 		return;
 	NvmViewCxt = AllocSetContextCreate(TopMemoryContext, "NvmBufViews",
 									   ALLOCSET_SMALL_SIZES);
@@ -234,7 +235,7 @@ NvmBufferGetBlockSlow(Buffer buffer)
 	BufferTag	tag = buf->tag;
 	char	   *page;
 
-	Assert(NvmBufferPages != NULL);
+	Assert(NvmSe2Active());
 	Assert(NvmBufferView(buffer) == NULL);
 
 	page = nvm_mapped_block(BufTagGetRelFileLocator(&tag),
@@ -299,7 +300,7 @@ NvmSkipHintInMapping(const void *ptr)
 {
 	const char *p = (const char *) ptr;
 
-	if (NvmBufferPages == NULL ||
+	if (!NvmSe2Active() ||
 		(p >= BufferBlocks && p < BufferBlocks + (Size) NBuffers * BLCKSZ))
 		return false;
 	MyNvmStats->hints_skipped++;
@@ -337,7 +338,7 @@ NvmBufferCow(Buffer buffer)
 	PGIOAlignedBlock from_file;
 	char	   *src = NULL;
 
-	Assert(NvmBufferPages != NULL);
+	Assert(NvmSe2Active());
 
 	/*
 	 * The source, while the buffer is (still) redirected: a pinned valid
@@ -497,7 +498,7 @@ NvmInPlaceVerified(const char *page, BlockNumber blkno)
 void
 NvmRedirectDone(Buffer buffer, char *page)
 {
-	Assert(NvmBufferPages != NULL);
+	Assert(NvmSe2Active());
 
 	if (unlikely(NvmBufferPages[(buffer - 1) >> NVM_VIEW_CHUNK_BITS] == NULL))
 	{

@@ -589,7 +589,7 @@ nvm_mapped_block(RelFileLocator rlocator, ForkNumber forknum,
 	SMgrRelation reln = smgropen(rlocator, INVALID_PROC_NUMBER);
 
 	Assert(forknum == MAIN_FORKNUM);
-	Assert(reln->smgr_which == 1);
+	Assert(reln->smgr_which == NVM_SMGR_WHICH);
 	return nvm_ro_block_address(reln, blocknum);
 }
 
@@ -605,7 +605,7 @@ nvm_prefetch_block(SMgrRelation reln, BlockNumber blocknum)
 {
 	char	   *addr;
 
-	if (reln->smgr_which != 1)
+	if (reln->smgr_which != NVM_SMGR_WHICH)
 		return;
 	addr = nvm_ro_block_address(reln, blocknum);
 	if (addr != NULL)
