@@ -9,6 +9,11 @@
 * The storage manager's slot in smgr.c's ``smgrsw[]`` has one name, ``NVM_SMGR_WHICH``
   (storage/nvm_smgr.h), used by the table's entry, by the code that picks it and by
   ``nvm_smgr.c``'s own tests of ``smgr_which``: no bare number.
+* pgnvm's settings have one home: every variable that guc_tables.c registers for pgnvm,
+  and every table of values, is defined in ``utils/misc/nvm_guc.c`` and nowhere else;
+  one patch (0001) registers them all, and the only header of ours it includes is
+  ``utils/nvm_guc.h``. ``nvm_verify.c`` includes no header of a file above it (calls go
+  down only).
 """
 
 from __future__ import annotations
@@ -96,3 +101,47 @@ def test_the_smgr_slot_has_one_name() -> None:
     smgr = _patch_additions()["0002-smgr-nvm-entry.patch"]
     assert "[NVM_SMGR_WHICH] = {" in smgr
     assert re.search(r"nvm_smgr_handles\(backend\)\s*\?\s*NVM_SMGR_WHICH\s*:\s*MD_SMGR_WHICH", smgr)
+
+
+GUC_FILE = "src/backend/utils/misc/nvm_guc.c"
+
+
+def _guc_tables_patches() -> dict[str, str]:
+    """The lines each patch adds to guc_tables.c, by patch name (patches that add none
+    left out)."""
+    out = {}
+    for path in sorted((POSTGRES / "patches").glob("*.patch")):
+        sections = re.split(r"(?m)^(?=--- a/)", path.read_text())
+        added = [
+            line[1:]
+            for s in sections
+            if s.startswith("--- a/src/backend/utils/misc/guc_tables.c")
+            for line in s.splitlines()
+            if line.startswith("+") and not line.startswith("+++")
+        ]
+        if added:
+            out[path.name] = "\n".join(added)
+    return out
+
+
+def test_the_settings_are_defined_in_one_file() -> None:
+    patches = _guc_tables_patches()
+    assert list(patches) == ["0001-nvm-storage-engine-guc.patch"]
+    registered = patches["0001-nvm-storage-engine-guc.patch"]
+    assert re.findall(r'#include "([^"]+)"', registered) == ["utils/nvm_guc.h"]
+    variables = set(re.findall(r"^\s*&(nvm_[a-z_]+),", registered, re.M))
+    tables = set(re.findall(r"\b(nvm_[a-z_]+_options)\b", registered))
+    assert {"nvm_storage_engine", "nvm_prefetch", "nvm_wal"} <= variables
+    assert {"nvm_storage_engine_options", "nvm_prefetch_options", "nvm_wal_options"} <= tables
+    for name in sorted(variables):
+        assert _files_matching(rf"^(?:int|bool|char\s*\*)\s*{name}\s*=") == [GUC_FILE], name
+    for name in sorted(tables):
+        assert _files_matching(rf"config_enum_entry\s+{name}\[\]\s*=") == [GUC_FILE], name
+    assert _files_matching(r"config_enum_entry\s+\w+\[\]\s*=") == [GUC_FILE]
+
+
+def test_nvm_verify_c_includes_nothing_above_it() -> None:
+    text = _our_c_files()[VERIFY]
+    includes = set(re.findall(r'#include "([^"]+)"', text))
+    above = {"storage/nvm_buf.h", "storage/nvm_smgr.h", "storage/nvm_prefetch.h"}
+    assert not includes & above, includes & above

@@ -27,17 +27,7 @@
 
 #include "access/xlogdefs.h"
 #include "storage/nvm_pmem.h"
-#include "utils/guc.h"
-
-/* nvm_wal: how XLogWrite() writes and syncs WAL segments */
-typedef enum NvmWalMode
-{
-	NVM_WAL_FILE,				/* pg_pwrite() and fsync/fdatasync (stock) */
-	NVM_WAL_PMEM,				/* libpmem2: copy into a mapping, persist */
-} NvmWalMode;
-
-extern PGDLLIMPORT int nvm_wal;
-extern PGDLLIMPORT const struct config_enum_entry nvm_wal_options[];
+#include "utils/nvm_guc.h"		/* nvm_wal, NvmWalMode */
 
 /* the descriptor of the WAL segment this process has mapped, or -1 */
 extern PGDLLIMPORT int NvmWalMappedFd;

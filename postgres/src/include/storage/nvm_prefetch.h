@@ -15,25 +15,7 @@
 #define NVM_PREFETCH_H
 
 #include "storage/block.h"
-#include "utils/guc.h"
-
-/* values of nvm_prefetch */
-typedef enum NvmPrefetchMode
-{
-	NVM_PREFETCH_OFF = 0,
-	NVM_PREFETCH_INLINE,		/* the backend issues prefetch instructions */
-	NVM_PREFETCH_HELPER,		/* helper threads of libnvmprefetch */
-} NvmPrefetchMode;
-
-extern PGDLLIMPORT int nvm_prefetch;
-extern PGDLLIMPORT char *nvm_prefetch_mapping;
-extern PGDLLIMPORT int nvm_prefetch_distance;
-extern PGDLLIMPORT const struct config_enum_entry nvm_prefetch_options[];
-
-/* GUC hooks of nvm_prefetch_mapping */
-extern bool check_nvm_prefetch_mapping(char **newval, void **extra,
-									   GucSource source);
-extern void assign_nvm_prefetch_mapping(const char *newval, void *extra);
+#include "utils/nvm_guc.h"		/* nvm_prefetch and its kin */
 
 /*
  * Called by nvm_smgr.c when blocks [segblock, segblock + nblocks) of the

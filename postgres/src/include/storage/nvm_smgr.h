@@ -26,32 +26,7 @@
 #include "storage/block.h"
 #include "storage/relfilelocator.h"
 #include "storage/smgr.h"
-#include "utils/guc.h"
-
-/* values of nvm_storage_engine */
-typedef enum NvmStorageEngine
-{
-	NVM_ENGINE_BASE = 0,
-	NVM_ENGINE_SE1,
-	NVM_ENGINE_SE2,
-} NvmStorageEngine;
-
-extern PGDLLIMPORT int nvm_storage_engine;
-extern PGDLLIMPORT const struct config_enum_entry nvm_storage_engine_options[];
-
-/*
- * values of nvm_data_persist: how a block written back through a mapping
- * (se1, se2) is made durable -- by the next checkpoint's fsync of its file,
- * as in stock PostgreSQL, or at once, through libpmem2 (nvm_smgr.c)
- */
-typedef enum NvmDataPersist
-{
-	NVM_DATA_PERSIST_FSYNC = 0,
-	NVM_DATA_PERSIST_PMEM,
-} NvmDataPersist;
-
-extern PGDLLIMPORT int nvm_data_persist;
-extern PGDLLIMPORT const struct config_enum_entry nvm_data_persist_options[];
+#include "utils/nvm_guc.h"		/* nvm_storage_engine and its kin */
 
 /*
  * The storage managers' entries in smgr.c's smgrsw[] table, which an
@@ -78,10 +53,6 @@ typedef struct NvmSegMap
 	struct NvmMapping *rw;		/* read-write: for copies (se1, write-back) */
 	struct NvmMapping *ro;		/* read-only: for redirected buffers (se2) */
 } NvmSegMap;
-
-/* GUCs: at most this many segment mappings per process; for tests, fail them */
-extern PGDLLIMPORT int nvm_max_mappings;
-extern PGDLLIMPORT bool nvm_debug_fail_mappings;
 
 /*
  * For the buffer manager (nvm_buf.c), which calls us and never the reverse:

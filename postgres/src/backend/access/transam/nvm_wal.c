@@ -142,15 +142,6 @@
 #include "storage/shmem.h"
 #include "utils/wait_event.h"
 
-/* the setting */
-int			nvm_wal = NVM_WAL_FILE;
-
-const struct config_enum_entry nvm_wal_options[] = {
-	{"file", NVM_WAL_FILE, false},
-	{"pmem", NVM_WAL_PMEM, false},
-	{NULL, 0, false}
-};
-
 /* the descriptor of the mapped segment (see NvmWalIsMapped()), or -1 */
 int			NvmWalMappedFd = -1;
 

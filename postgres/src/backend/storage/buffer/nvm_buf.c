@@ -69,6 +69,7 @@
 #include "storage/nvm_verify.h"
 #include "storage/shmem.h"
 #include "utils/memutils.h"
+#include "utils/nvm_guc.h"
 #include "utils/wait_event.h"
 
 volatile uint8 *NvmBufferFlags = NULL;

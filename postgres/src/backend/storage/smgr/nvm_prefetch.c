@@ -82,18 +82,7 @@
 #include "storage/nvm_stats.h"
 #include "storage/nvm_verify.h"
 #include "utils/memutils.h"
-
-/* GUCs */
-int			nvm_prefetch = NVM_PREFETCH_OFF;
-char	   *nvm_prefetch_mapping = NULL;
-int			nvm_prefetch_distance = 64;
-
-const struct config_enum_entry nvm_prefetch_options[] = {
-	{"off", NVM_PREFETCH_OFF, false},
-	{"inline", NVM_PREFETCH_INLINE, false},
-	{"helper", NVM_PREFETCH_HELPER, false},
-	{NULL, 0, false}
-};
+#include "utils/nvm_guc.h"
 
 /* nvm_prefetch_mapping, parsed by its check hook */
 typedef struct NvmPrefetchMapping

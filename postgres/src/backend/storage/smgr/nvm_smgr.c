@@ -121,33 +121,9 @@
 #include "storage/nvm_smgr.h"
 #include "storage/nvm_stats.h"
 #include "storage/nvm_verify.h"
+#include "utils/nvm_guc.h"
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
-
-/* GUC: the storage engine, fixed at server start */
-int			nvm_storage_engine = NVM_ENGINE_BASE;
-
-/* GUC: at most this many segment mappings per process (nvm_max_mappings) */
-int			nvm_max_mappings = 256;
-
-/* GUC, for tests: act as if every new mapping failed */
-bool		nvm_debug_fail_mappings = false;
-
-/* GUC: how a block written back through a mapping is made durable */
-int			nvm_data_persist = NVM_DATA_PERSIST_FSYNC;
-
-const struct config_enum_entry nvm_data_persist_options[] = {
-	{"fsync", NVM_DATA_PERSIST_FSYNC, false},
-	{"pmem", NVM_DATA_PERSIST_PMEM, false},
-	{NULL, 0, false}
-};
-
-const struct config_enum_entry nvm_storage_engine_options[] = {
-	{"base", NVM_ENGINE_BASE, false},
-	{"se1", NVM_ENGINE_SE1, false},
-	{"se2", NVM_ENGINE_SE2, false},
-	{NULL, 0, false}
-};
 
 /* bytes spanned by the mapping of one segment */
 #define NVM_SEGMENT_BYTES	((size_t) RELSEG_SIZE * BLCKSZ)

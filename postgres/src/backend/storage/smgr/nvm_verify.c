@@ -54,11 +54,11 @@
 #include "storage/checksum.h"
 #include "storage/ipc.h"
 #include "storage/nvm_fault.h"
-#include "storage/nvm_smgr.h"
 #include "storage/nvm_verify.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
 #include "utils/memutils.h"
+#include "utils/nvm_guc.h"
 
 /*
  * Writes into relation files through the storage manager (nvm_smgr.c), all
