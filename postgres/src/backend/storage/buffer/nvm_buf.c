@@ -110,21 +110,18 @@ static int	NSpareChunks = 0;
 
 
 /*
- * NvmBufShmemSize -- shared memory of pgnvm: the redirection flags, the
- * statistics slots (nvm_stats.c) and the write counters of the helpers'
- * verification (nvm_verify.c), sized with the buffer pool's.
+ * NvmBufShmemSize -- shared memory of the redirection flags, a byte per
+ * shared buffer (nvm_shmem.c adds it up with pgnvm's other parts).
  */
 Size
 NvmBufShmemSize(void)
 {
-	return add_size(add_size(mul_size(NBuffers, sizeof(uint8)),
-							 NvmStatsShmemSize()),
-					NvmVerifyShmemSize());
+	return mul_size(NBuffers, sizeof(uint8));
 }
 
 /*
- * NvmBufShmemInit -- allocate or attach; called with the buffer pool's own
- * initialization.
+ * NvmBufShmemInit -- allocate or attach the redirection flags (from
+ * nvm_shmem.c).
  */
 void
 NvmBufShmemInit(void)
@@ -135,8 +132,6 @@ NvmBufShmemInit(void)
 		ShmemInitStruct("pgnvm buffer flags", NBuffers * sizeof(uint8), &found);
 	if (!found)
 		memset((void *) NvmBufferFlags, 0, NBuffers * sizeof(uint8));
-	NvmStatsShmemInit();
-	NvmVerifyShmemInit();
 }
 
 /*

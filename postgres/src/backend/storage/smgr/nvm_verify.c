@@ -183,7 +183,7 @@ static bool GuardFailureLogged = false;
 
 /*
  * NvmVerifyShmemSize, NvmVerifyShmemInit -- the write counters in shared
- * memory (called with the buffer pool's, by nvm_buf.c).
+ * memory (from nvm_shmem.c).
  */
 Size
 NvmVerifyShmemSize(void)
