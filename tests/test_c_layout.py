@@ -14,6 +14,9 @@
   one patch (0001) registers them all, and the only header of ours it includes is
   ``utils/nvm_guc.h``. ``nvm_verify.c`` includes no header of a file above it (calls go
   down only).
+* pgnvm's shared memory is hooked once: the patches call only ``NvmShmemSize()`` and
+  ``NvmShmemInit()`` (``storage/ipc/nvm_shmem.c``), once each, and every part's
+  ``Nvm*ShmemSize()``/``Nvm*ShmemInit()`` is called from ``nvm_shmem.c`` only.
 """
 
 from __future__ import annotations
@@ -145,3 +148,42 @@ def test_nvm_verify_c_includes_nothing_above_it() -> None:
     includes = set(re.findall(r'#include "([^"]+)"', text))
     above = {"storage/nvm_buf.h", "storage/nvm_smgr.h", "storage/nvm_prefetch.h"}
     assert not includes & above, includes & above
+
+
+SHMEM_FILE = "src/backend/storage/ipc/nvm_shmem.c"
+
+
+def test_shared_memory_is_hooked_once() -> None:
+    calls = r"\b(Nvm\w*Shmem(?:Size|Init))\(\)"
+    hooked = [
+        (name, call)
+        for name, text in _patch_additions().items()
+        for call in re.findall(calls, text)
+    ]
+    assert sorted(hooked) == [
+        ("0014-nvm-shmem.patch", "NvmShmemInit"),
+        ("0014-nvm-shmem.patch", "NvmShmemSize"),
+    ]
+    files = _our_c_files()
+    parts = set(re.findall(calls, files[SHMEM_FILE])) - {"NvmShmemSize", "NvmShmemInit"}
+    assert {"NvmBufShmemInit", "NvmStatsShmemInit", "NvmVerifyShmemInit"} <= parts
+    definers = {
+        name: path
+        for path, text in files.items()
+        for name in re.findall(r"(?m)^(Nvm\w*Shmem(?:Size|Init))\(void\)\n\{", text)
+    }
+    assert parts <= set(definers)
+    for path, text in files.items():
+        # a part is called by nvm_shmem.c, or by its own file: by nobody else
+        strangers = {
+            name
+            for name in re.findall(calls, text)
+            if path not in (SHMEM_FILE, definers.get(name))
+            and not re.search(rf"(?m)^extern \w+ {name}\(void\);", text)
+        }
+        assert not strangers, (path, strangers)
+    # ShmemInitStruct only inside the parts' Init functions
+    for path, text in files.items():
+        for m in re.finditer(r"\bShmemInitStruct\(", text):
+            fn = re.findall(r"(?m)^(\w+)\(", text[: m.start()])[-1]
+            assert re.fullmatch(r"Nvm\w*ShmemInit", fn), (path, fn)

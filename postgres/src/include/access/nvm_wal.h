@@ -48,6 +48,7 @@ typedef struct NvmWalInfo
 } NvmWalInfo;
 
 extern void NvmWalStartup(void);
+extern Size NvmWalShmemSize(void);
 extern void NvmWalShmemInit(void);
 extern void NvmWalGetInfo(NvmWalInfo *info);
 

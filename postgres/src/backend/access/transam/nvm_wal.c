@@ -337,11 +337,15 @@ NvmWalStartup(void)
 }
 
 /*
- * NvmWalShmemInit -- the counters, allocated in every mode so that
- * pgnvm_wal() always has something to read.  Called by XLOGShmemInit(); the
- * few bytes come out of the slop CreateSharedMemoryAndSemaphores() adds, as
- * ControlFileData's do.
+ * NvmWalShmemSize, NvmWalShmemInit -- the counters, allocated in every mode
+ * so that pgnvm_wal() always has something to read (from nvm_shmem.c).
  */
+Size
+NvmWalShmemSize(void)
+{
+	return sizeof(NvmWalShared);
+}
+
 void
 NvmWalShmemInit(void)
 {

@@ -12,6 +12,7 @@
  *	nvm_buf.c		the redirection flags, a byte per shared buffer (se2)
  *	nvm_stats.c		the counters, a slot per PGPROC
  *	nvm_verify.c	the write counters behind the helpers' verdicts (se2)
+ *	nvm_wal.c		nvm_wal's counters (pgnvm_wal())
  *
  * Like ipci.c, this file stands above all of them and is called by nothing
  * of ours.
@@ -25,6 +26,7 @@
  */
 #include "postgres.h"
 
+#include "access/nvm_wal.h"
 #include "storage/nvm_buf.h"
 #include "storage/nvm_shmem.h"
 #include "storage/nvm_stats.h"
@@ -42,6 +44,7 @@ NvmShmemSize(void)
 	size = add_size(size, NvmBufShmemSize());
 	size = add_size(size, NvmStatsShmemSize());
 	size = add_size(size, NvmVerifyShmemSize());
+	size = add_size(size, NvmWalShmemSize());
 	return size;
 }
 
@@ -55,4 +58,5 @@ NvmShmemInit(void)
 	NvmBufShmemInit();
 	NvmStatsShmemInit();
 	NvmVerifyShmemInit();
+	NvmWalShmemInit();
 }
