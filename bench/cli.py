@@ -3,7 +3,7 @@
 Subcommands: ``build`` (bench/build_cli.py), ``cluster`` (bench/cluster_cli.py),
 ``machine`` (bench/machine_cli.py), ``bootstrap``, and one per job: ``test``
 (bench/testsuite/cli.py), ``tpch`` (bench/tpch/cli.py), ``micro`` (bench/micro/cli.py),
-``oltp`` (bench/oltp/cli.py). Each CLI module's
+``oltp`` (bench/oltp/cli.py), ``ha`` (bench/ha/cli.py). Each CLI module's
 ``register(subparsers)`` adds its subcommand with ``set_defaults(func=...)``, where
 ``func(args) -> int`` is the exit status.
 
@@ -22,6 +22,7 @@ from types import FrameType
 
 from bench import build_cli, cluster_cli, machine_cli
 from bench.core import build, cluster, osuser, paths, selection, storage, ui
+from bench.ha import cli as ha_cli
 from bench.micro import cli as micro_cli
 from bench.oltp import cli as oltp_cli
 from bench.testsuite import cli as test_cli
@@ -64,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     micro_cli.register(sub)
     oltp_cli.register(sub)
     machine_cli.register(sub)
+    ha_cli.register(sub)
     return parser
 
 

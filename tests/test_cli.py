@@ -188,6 +188,7 @@ def test_every_command_is_registered() -> None:
         "micro",
         "oltp",
         "machine",
+        "ha",
     }
     a = p.parse_args(["test", "--configs", "nvm_base_worker,nvm_se2_m1", "--only", "crash"])
     assert a.configs == ["nvm_base_worker", "nvm_se2_m1"] and a.only == ["crash"]
@@ -234,7 +235,8 @@ def test_test_list_shows_the_plan(home: Path, capsys: pytest.CaptureFixture) -> 
     out = capsys.readouterr().out
     assert "configurations (as given):" in out and "nvm_se1" not in out
     n = len(registry.ENGINE_CHECKS)
-    assert f"2 configurations x {n} checks + {len(registry.GLOBAL_CHECKS)} once" in out
+    once = len(registry.GLOBAL_CHECKS) - len(registry.OPT_IN)
+    assert f"2 configurations x {n} checks + {once} once" in out
 
 
 def test_test_quick_list(home: Path, capsys: pytest.CaptureFixture) -> None:

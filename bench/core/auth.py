@@ -67,7 +67,7 @@ def secrets_dir() -> Path:
     return paths.pgnvm_home() / "secrets"
 
 
-def _private_file(path: Path, text: str) -> None:
+def private_file(path: Path, text: str) -> None:
     """Write ``path`` (mode 0600 from its creation on) and give it to the server's user."""
     path.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(path.parent, 0o700)
@@ -84,7 +84,7 @@ def password_file() -> Path:
     """The superuser's password (made once per PGNVM_HOME), for initdb ``--pwfile``."""
     f = secrets_dir() / "superuser.password"
     if not f.is_file():
-        _private_file(f, secrets.token_urlsafe(24) + "\n")
+        private_file(f, secrets.token_urlsafe(24) + "\n")
     return f
 
 
@@ -97,7 +97,7 @@ def pgpass_file() -> Path:
     f = secrets_dir() / "pgpass"
     want = f"*:*:*:{SUPERUSER}:{password()}\n"
     if not f.is_file() or f.read_text() != want:
-        _private_file(f, want)
+        private_file(f, want)
     return f
 
 

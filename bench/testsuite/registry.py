@@ -111,8 +111,19 @@ GLOBAL_CHECKS: tuple[GlobalDef, ...] = (
         "SIGBUS/SIGSEGV guard of mapped loads, helper threads included: unit test "
         "(src/test/nvm_fault)",
     ),
+    GlobalDef(
+        "ha",
+        8 * 60,
+        "3 nodes under Patroni on etcd (./pgnvm ha): 5 kill -9 of the primary, a node and an "
+        "etcd member, a switchover under load: no acknowledged commit lost, the old primary "
+        "rejoins, pg_amcheck and TPC-B clean on every node",
+    ),
     GlobalDef("pytest", 30 * 60, "pytest -q tests"),
 )
+#: Checks run once that run in a task of their own (a lane takes them beside the others,
+#: placed by their estimate, seconds): not in the one task of the others, which they would
+#: make longer than any configuration's.
+OWN_TASK: dict[str, float] = {"ha": 200.0}
 GLOBAL_LIMITS: dict[str, float] = {g.name: g.limit for g in GLOBAL_CHECKS}
 
 ALL_NAMES: tuple[str, ...] = (
@@ -134,7 +145,12 @@ NOT_QUICK: dict[str, str] = {
     "checksum_simd": "the checksum variants' own tests (no engine)",
     "powerloss_lib": "the power-loss simulation library's own tests (no server)",
     "pytest": "the Python tooling's tests (no engine): venv/bin/pytest -q tests",
+    "ha": "failovers of a 3-node Patroni cluster: ~3 min",
 }
+
+#: Checks run only when named (``--only``), not in the default run: not yet shown to pass
+#: reliably in CI.
+OPT_IN: tuple[str, ...] = ("ha",)
 
 
 def select(only: list[str] | None, quick: bool = False) -> tuple[list[str], list[CheckDef]]:
@@ -142,11 +158,11 @@ def select(only: list[str] | None, quick: bool = False) -> tuple[list[str], list
     ``quick``: all but :data:`NOT_QUICK`), each in registry order."""
     if not only and quick:
         return (
-            [g.name for g in GLOBAL_CHECKS if g.name not in NOT_QUICK],
+            [g.name for g in GLOBAL_CHECKS if g.name not in NOT_QUICK and g.name not in OPT_IN],
             [c for c in ENGINE_CHECKS if c.name not in NOT_QUICK],
         )
     if not only:
-        return [g.name for g in GLOBAL_CHECKS], list(ENGINE_CHECKS)
+        return [g.name for g in GLOBAL_CHECKS if g.name not in OPT_IN], list(ENGINE_CHECKS)
     unknown = [n for n in only if n not in ALL_NAMES]
     if unknown:
         raise ValueError(f"unknown check(s) {', '.join(unknown)}; known: {', '.join(ALL_NAMES)}")

@@ -27,6 +27,7 @@ from bench.testsuite.checks.differential import differential
 from bench.testsuite.checks.enospc import enospc
 from bench.testsuite.checks.fault_guard import fault_guard_check
 from bench.testsuite.checks.faults import cow_failure, mapping_limits
+from bench.testsuite.checks.ha_check import ha_check
 from bench.testsuite.checks.pgsuites import (
     isolation,
     pgnvm_ext,
@@ -247,10 +248,14 @@ def _plan(
             env = EngineEnv(run, cfg, port, chosen.verdict(cfg.name))
             first = REFERENCE_FIRST if cfg.is_reference else _estimate(cfg, checks)
             tasks.append((first, lanes.Task(cfg.name, _config_task(env, checks))))
-    if global_checks:
+    own = [g for g in global_checks if g in registry.OWN_TASK]
+    for g in own:
+        tasks.append((registry.OWN_TASK[g], lanes.Task(g, _global_task([g], run))))
+    shared = [g for g in global_checks if g not in registry.OWN_TASK]
+    if shared:
         # one task, in registry order: they share the repository's build directories
         # (prefetch/, storagebench/), so they never run side by side with each other
-        tasks.append((ONCE_NEXT, lanes.Task(ONCE, _global_task(global_checks, run))))
+        tasks.append((ONCE_NEXT, lanes.Task(ONCE, _global_task(shared, run))))
     order = lane_order([(t.label, est) for est, t in tasks])
     by_label = {t.label: t for _, t in tasks}
     return [by_label[label] for label in order]
@@ -373,6 +378,8 @@ def _run_global(name: str, run: RunState) -> CheckResult:
             return checksum_simd_check(run, limit)
         if name == "fault_guard":
             return fault_guard_check(run, limit)
+        if name == "ha":
+            return ha_check(run, limit)
         raise ValueError(f"unknown global check {name}")
 
     return run_one(name, None, limit, body)

@@ -1,0 +1,1 @@
+"""``./pgnvm ha``: a highly available pgnvm cluster (Patroni on etcd), bench/ha/README.md."""

@@ -1,0 +1,156 @@
+"""``./pgnvm ha up|status|switchover|failover|down``: a 3-node pgnvm cluster managed by
+Patroni on a 3-member etcd, all on 127.0.0.1 (:mod:`bench.ha.control`; bench/ha/README.md).
+
+    ./pgnvm ha up         [--name N] [--config NAME] [--port P] [--flavour F] [--no-build]
+    ./pgnvm ha status     [--name N] [--json]
+    ./pgnvm ha switchover [--name N] [--candidate NODE]
+    ./pgnvm ha failover   [--name N] --candidate NODE
+    ./pgnvm ha down       [--name N] [--purge]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from bench.core import build, configs, storage, ui
+from bench.core.paths import FLAVOURS
+from bench.ha.control import HaCluster, check_ports_free, new_spec
+from bench.ha.spec import COMMON_SETTINGS, DEFAULT_CONFIG, HaError
+
+
+def _check_config(config: str, flavour: str) -> None:
+    """Refuse a configuration the build or this machine cannot run, with the server's reason."""
+    if config not in configs.BY_NAME:
+        raise HaError(f"unknown configuration {config!r}; one of {', '.join(configs.NAMES)}")
+    bindir = build.bindir(flavour)
+    v = configs.verdict(configs.BY_NAME[config], bindir, COMMON_SETTINGS)
+    if v.available is False:
+        raise HaError(f"configuration {config} cannot run with the {flavour} build: {v.why}")
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    storage.use_root_option(args.nvm_root, storage.CLUSTER_MIN_BYTES * 3, "an HA cluster")
+    if HaCluster.exists(args.name):
+        ha = HaCluster.load(args.name)
+        if args.config and args.config != ha.spec.config:
+            raise HaError(
+                f"HA cluster {args.name} exists with configuration {ha.spec.config}; "
+                f"./pgnvm ha down --name {args.name} --purge first"
+            )
+    else:
+        config = args.config or DEFAULT_CONFIG
+        if args.build:
+            build.ensure_built(args.flavour)
+        _check_config(config, args.flavour)
+        ha = HaCluster(new_spec(args.name, config, args.flavour, args.port))
+    if ha.leader() is None:
+        down = [i for i in range(3) if not ha._alive(f"node{i + 1}")]
+        if len(down) == 3 and not any(ha._alive(f"etcd{i + 1}") for i in range(3)):
+            check_ports_free(ha.spec)
+    ui.step(f"HA cluster {args.name}: etcd x3 + Patroni x3, configuration {ha.spec.config}")
+    leader = ha.up()
+    for line in ha.status_lines():
+        print(line)
+    ui.info(
+        f"leader: {leader}; connect: psql 'host=127.0.0.1 port="
+        f"{ha.pg_port(ha.index(leader))} user=pgnvm' (PGPASSFILE=$PGNVM_HOME/secrets/pgpass)"
+    )
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    ha = HaCluster.load(args.name)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "spec": ha.spec.to_json(),
+                    "members": ha.members(),
+                    "etcd_quorum": ha.etcd_quorum()[0],
+                },
+                indent=2,
+            )
+        )
+    else:
+        for line in ha.status_lines():
+            print(line)
+    return 0 if ha.leader() else 1
+
+
+def cmd_switchover(args: argparse.Namespace) -> int:
+    ha = HaCluster.load(args.name)
+    old, new = ha.switchover(args.candidate)
+    ui.info(f"switchover: {old} -> {new}")
+    return 0
+
+
+def cmd_failover(args: argparse.Namespace) -> int:
+    ha = HaCluster.load(args.name)
+    old, new = ha.failover(args.candidate)
+    ui.info(f"failover: {old or 'no leader'} -> {new}")
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    ha = HaCluster.load(args.name)
+    stopped = ha.down()
+    ui.info(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+    if args.purge:
+        ha.purge()
+        ui.info(f"removed the data, state and secrets of HA cluster {args.name}")
+    return 0
+
+
+def _safe(func):
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return func(args)
+        except HaError as e:
+            ui.error(str(e))
+            return 1
+
+    return run
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "ha",
+        help="a highly available cluster: 3 pgnvm nodes under Patroni on a 3-member etcd",
+        description="3 pgnvm nodes (one primary, synchronous and hot standbys) managed by "
+        "Patroni on a 3-member etcd, all on 127.0.0.1 (bench/ha/README.md).",
+    )
+    hs = p.add_subparsers(dest="ha_command", required=True, metavar="ACTION")
+
+    def add(name: str, func, help_: str) -> argparse.ArgumentParser:
+        q = hs.add_parser(name, help=help_, description=help_)
+        q.add_argument("--name", default="ha", help="the HA cluster (default: ha)")
+        q.set_defaults(func=_safe(func))
+        return q
+
+    q = add("up", cmd_up, "start etcd and the 3 nodes (the first run bootstraps them)")
+    q.add_argument(
+        "--config",
+        default=None,
+        metavar="NAME",
+        help=f"a configuration of the catalogue (default {DEFAULT_CONFIG})",
+    )
+    q.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help="first of 12 ports in a row (default: the first free ones from 5600)",
+    )
+    q.add_argument("--flavour", choices=FLAVOURS, default="release")
+    q.add_argument(
+        "--no-build", dest="build", action="store_false", help="use the installed build as it is"
+    )
+    storage.add_root_argument(q)
+    q = add("status", cmd_status, "etcd's quorum and Patroni's members (exit 1: no leader)")
+    q.add_argument("--json", action="store_true")
+    q = add("switchover", cmd_switchover, "a planned switchover to a synchronous standby")
+    q.add_argument("--candidate", default=None, help="the node to promote (default: Patroni's)")
+    q = add("failover", cmd_failover, "a manual failover to --candidate (also without leader)")
+    q.add_argument("--candidate", required=True)
+    q = add("down", cmd_down, "stop the nodes (Patroni stops PostgreSQL) and etcd")
+    q.add_argument("--purge", action="store_true", help="also remove data, state and secrets")

@@ -1,0 +1,363 @@
+"""ha: failovers of a 3-node Patroni cluster (``./pgnvm ha``, :mod:`bench.ha`) under load;
+no acknowledged commit may be lost.
+
+One HA cluster of the check build, configuration :data:`CONFIG` (se2 with WAL and data
+write-back through libpmem2; stock base where the build refuses se2), small
+(``shared_buffers`` 16 MB). Rounds (:data:`ROUNDS`): pgbench (TPC-B or YCSB-A, alternating)
+and the acknowledgement recorder (:func:`bench.testsuite.oltpload.recorder`) against the
+primary, then after a seeded delay a fault:
+
+* ``kill``: ``kill -9`` of the primary's postmaster (its Patroni lives on and gives the
+  leader key up at its next loop: ``primary_start_timeout = 0``);
+* ``node+etcd``: one etcd member stopped, then the primary's Patroni and postmaster killed
+  (a node's death: the leader key must expire, TTL);
+* ``switchover``: Patroni's planned switchover.
+
+After each: a new primary within the limit of the fault (:func:`limit_of`), the first commit
+on it timed (from the fault), every acknowledged id on it, the old primary back as a
+streaming replica (whether Patroni ran pg_rewind is counted from its log), every replica
+caught up with the primary, and on every node the acknowledged ids, ``pg_amcheck`` clean
+(replicas: the checks a server in recovery can run) and TPC-B's balances consistent.
+
+``PGNVM_HA_BREAK=async`` (a demonstration, not for CI): synchronous_mode off, the standbys
+made to apply WAL 2 s late (``recovery_min_apply_delay``) and Patroni allowed any lag:
+acknowledged commits are lost at the first ``kill``, and the check says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from bench.core import build, configs, osuser, procfs
+from bench.core.cluster import read_pidfile
+from bench.ha.control import HaCluster, new_spec
+from bench.ha.spec import MEMBERS, TIMING
+from bench.testsuite.acks import AckLog, verify_acks
+from bench.testsuite.context import RunState
+from bench.testsuite.model import CheckFailed
+from bench.testsuite.oltpload import recorder, tpcb_consistency, ycsb_a_script, ycsb_load
+from bench.testsuite.pgamcheck import AMCHECK_OPTS, findings
+from bench.testsuite.proc import Background
+from bench.testsuite.settings import BASE_SETTINGS, FLAVOUR
+
+NAME = "pgnvm-test-ha"
+CONFIG = "nvm_se2_pmem"
+FALLBACK = configs.REFERENCE
+PORT_START = 5800
+DB = "hatest"
+SCALE = 1
+CLIENTS = 2
+YCSB_ROWS = 5_000
+ROUNDS: tuple[str, ...] = ("kill",) * 5 + ("node+etcd", "switchover")
+LOAD_FOR = (2.0, 4.0)  # seconds of load before the fault
+ROUND_ID_STRIDE = 1_000_000_000
+#: what pg_amcheck can check on a server in recovery (no ShareLock: no --parent-check and
+#: what implies it; no --install-missing: read-only, amcheck comes from the primary)
+REPLICA_AMCHECK = ("--heapallindexed", "--checkunique")
+
+
+def limit_of(fault: str) -> float:
+    """Seconds from the fault to a new primary: within the TTL when the old primary's
+    Patroni lives (it gives the key up); a dead node's key expires after at most the TTL,
+    then a replica sees it at its next loop and promotes."""
+    if fault == "node+etcd":
+        return TIMING["ttl"] + 2 * TIMING["loop_wait"] + 5
+    return float(TIMING["ttl"])
+
+
+@dataclass
+class Node:
+    """One node as the ledger, pgbench and TPC-B's check reach it: TCP with scram."""
+
+    ha: HaCluster
+    i: int
+
+    def connect(self, dbname: str | None = None, autocommit: bool = True) -> Any:
+        return psycopg.connect(
+            self.ha.conninfo(self.i, dbname or "postgres"), autocommit=autocommit
+        )
+
+    def client_env(self, dbname: str = DB) -> dict[str, str]:
+        from bench.core import auth
+
+        return {
+            "PGHOST": "127.0.0.1",
+            "PGPORT": str(self.ha.pg_port(self.i)),
+            "PGUSER": auth.SUPERUSER,
+            "PGDATABASE": dbname,
+            "PGPASSFILE": str(auth.pgpass_file()),
+            "PGCONNECT_TIMEOUT": "5",
+        }
+
+
+@dataclass
+class Round:
+    n: int
+    fault: str
+    workload: str
+    old: str = ""
+    new: str = ""
+    to_primary: float = 0.0
+    to_commit: float = 0.0
+    acked: int = 0
+    rewound: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        return (
+            f"r{self.n} {self.fault}/{self.workload}: {self.old}->{self.new} primary "
+            f"{self.to_primary:.1f}s, first commit {self.to_commit:.1f}s, {self.acked} acked"
+            f"{', rewound' if self.rewound else ''}"
+        )
+
+
+def _config(bindir: Path) -> tuple[str, str]:
+    v = configs.verdict(configs.BY_NAME[CONFIG], bindir, BASE_SETTINGS)
+    if v.available is False:
+        return FALLBACK, f" ({CONFIG} refused by the build: {v.why})"
+    return CONFIG, ""
+
+
+def _bin(name: str) -> str:
+    return str(build.bindir(FLAVOUR) / name)
+
+
+def _run(cmd: list[str], env: dict[str, str], log: Path, timeout: float) -> tuple[int, str]:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+    full.update(env)
+    r = osuser.run_pg(cmd, env=full, capture_output=True, text=True, timeout=timeout, check=False)
+    out = (r.stdout or "") + (r.stderr or "")
+    with open(log, "a") as f:
+        f.write(f"$ {' '.join(cmd)}\n{out}\n")
+    return r.returncode, out
+
+
+def _wait(what: str, timeout: float, probe: Callable[[], Any]) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = probe()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise CheckFailed(f"{what}: not within {timeout:.0f}s")
+        time.sleep(0.1)
+
+
+def _first_commit(ha: HaCluster, old: str, t0: float, limit: float) -> tuple[str, float, float]:
+    """Wait for a running leader other than ``old`` (seconds since ``t0``), then for the
+    first commit on it (an insert into ``probe``)."""
+    new = _wait(
+        f"a new primary after the fault (limit {limit:.0f}s)",
+        limit,
+        lambda: (lead := ha.leader()) and lead != old and lead,
+    )
+    to_primary = time.monotonic() - t0
+    node = Node(ha, ha.index(new))
+
+    def commit() -> bool:
+        try:
+            with node.connect(DB) as c:
+                c.execute("INSERT INTO probe (at) VALUES (clock_timestamp())")
+            return True
+        except psycopg.Error:
+            return False
+
+    _wait(f"a commit on the new primary {new}", 60, commit)
+    return new, to_primary, time.monotonic() - t0
+
+
+def _caught_up(ha: HaCluster, leader: int) -> None:
+    """Every replica has replayed what the primary had written when asked."""
+    with Node(ha, leader).connect() as c:
+        lsn = c.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
+    for i in range(MEMBERS):
+        if i == leader:
+            continue
+
+        def replayed(i: int = i) -> bool:
+            with contextlib.suppress(psycopg.Error), Node(ha, i).connect() as c:
+                row = c.execute(
+                    "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (str(lsn),)
+                ).fetchone()
+                return bool(row and row[0])
+            return False
+
+        _wait(f"node{i + 1} replaying up to {lsn}", 60, replayed)
+
+
+def _check_nodes(ha: HaCluster, leader: int, acked: list[int], sent: int, work: Path) -> str:
+    _caught_up(ha, leader)
+    for i in range(MEMBERS):
+        node = Node(ha, i)
+        with node.connect(DB) as c:
+            present = [r[0] for r in c.execute("SELECT id FROM acks").fetchall()]
+        v = verify_acks(acked, present, ROUND_ID_STRIDE, sent)
+        if not v.ok:
+            raise CheckFailed(f"node{i + 1}: {v.describe()}")
+        tpcb_consistency(node, DB, SCALE)  # type: ignore[arg-type]
+        opts = AMCHECK_OPTS if i == leader else REPLICA_AMCHECK
+        log = work / f"ha-amcheck-node{i + 1}.log"
+        rc, out = _run([_bin("pg_amcheck"), *opts, "-d", DB], node.client_env(), log, 300)
+        if rc != 0 or findings(out):
+            raise CheckFailed(f"pg_amcheck on node{i + 1} exited {rc}:\n{out[-3000:]}", [str(log)])
+    return "ok"
+
+
+def _load(ha: HaCluster, leader: int, workload: str, work: Path, n: int) -> Background:
+    cmd = [_bin("pgbench"), "-n", "-c", str(CLIENTS), "-j", "1", "-T", "120"]
+    if workload == "ycsb_a":
+        script = work / "ha-ycsb-a.sql"
+        script.write_text(ycsb_a_script(YCSB_ROWS))
+        script.chmod(0o644)
+        cmd += ["-f", str(script)]
+    return Background(
+        [*cmd, DB],
+        log=work / f"ha-pgbench-{n}.log",
+        env=Node(ha, leader).client_env(),
+        as_server=True,
+    )
+
+
+def _rewinds(ha: HaCluster, i: int) -> int:
+    try:
+        return ha.patroni_log(i).read_text(errors="replace").count("running pg_rewind from")
+    except OSError:
+        return 0
+
+
+def _fault(ha: HaCluster, fault: str, leader: int, n: int) -> None:
+    if fault == "switchover":
+        ha.switchover(timeout=TIMING["ttl"])
+        return
+    if fault == "node+etcd":
+        ha.stop_process(f"etcd{n % MEMBERS + 1}")
+        ha.stop_process(f"node{leader + 1}", signal.SIGKILL)
+    pid = read_pidfile(Path(ha.spec.datadirs[leader]))
+    if pid is None or not procfs.alive(pid):
+        raise CheckFailed(f"node{leader + 1}: no postmaster to kill (postmaster.pid: {pid})")
+    os.kill(pid, signal.SIGKILL)
+
+
+def _broken(how: str) -> Callable[[dict[str, Any]], None] | None:
+    """A deliberately broken setup (``PGNVM_HA_BREAK``), to see the check fail: ``async``
+    (no synchronous replication, any lag allowed at failover: acknowledged commits can be
+    lost), ``norewind`` (no pg_rewind: an old primary whose WAL went further than its
+    successor's cannot rejoin)."""
+    if not how:
+        return None
+    if how not in ("async", "norewind"):
+        raise CheckFailed(f"PGNVM_HA_BREAK={how!r}: async or norewind")
+
+    def tweak(conf: dict[str, Any]) -> None:
+        dcs = conf["bootstrap"]["dcs"]
+        if how == "async":
+            dcs["synchronous_mode"] = False
+            dcs["maximum_lag_on_failover"] = 1 << 40
+        else:
+            dcs["postgresql"]["use_pg_rewind"] = False
+
+    return tweak
+
+
+def ha_check(run: RunState, limit: float) -> str:
+    work = osuser.ensure_dir(run.work_root / "ha")
+    config, why = _config(build.bindir(FLAVOUR))
+    if HaCluster.exists(NAME):  # left by an interrupted run
+        old = HaCluster.load(NAME)
+        old.down()
+        old.purge()
+    settings = dict(BASE_SETTINGS)
+    ha = HaCluster(new_spec(NAME, config, FLAVOUR, None, settings, port_start=PORT_START))
+    ha.tweak = _broken(os.environ.get("PGNVM_HA_BREAK", ""))
+    rng = random.Random(run.seed)
+    rounds: list[Round] = []
+    try:
+        t_up = time.monotonic()
+        leader_name = ha.up()
+        up_s = time.monotonic() - t_up
+        leader = ha.index(leader_name)
+        primary = Node(ha, leader)
+        with primary.connect() as c:
+            c.execute(f"CREATE DATABASE {DB}")
+        rc, out = _run(
+            [_bin("pgbench"), "-i", "-q", "-s", str(SCALE), DB],
+            primary.client_env(),
+            work / "ha-pgbench-init.log",
+            300,
+        )
+        if rc != 0:
+            raise CheckFailed(f"pgbench -i failed:\n{out[-2000:]}")
+        with primary.connect(DB) as c:
+            c.execute("CREATE TABLE acks (id bigint PRIMARY KEY, at timestamptz)")
+            c.execute("CREATE TABLE probe (at timestamptz)")
+            c.execute("CREATE EXTENSION amcheck")
+        ycsb_load(primary, DB, YCSB_ROWS)  # type: ignore[arg-type]
+
+        all_acked: list[int] = []
+        for n, fault in enumerate(ROUNDS, start=1):
+            r = Round(n, fault, ("tpcb", "ycsb_a")[n % 2], old=f"node{leader + 1}")
+            log = AckLog()
+            stop = threading.Event()
+            errors: list[BaseException] = []
+            bench = _load(ha, leader, r.workload, work, n)
+            rec = threading.Thread(
+                target=recorder,
+                args=(Node(ha, leader), DB, log, n * ROUND_ID_STRIDE + 1, stop, errors),
+                daemon=True,
+            )
+            rewinds = _rewinds(ha, leader)
+            try:
+                rec.start()
+                time.sleep(rng.uniform(*LOAD_FOR))
+                if bench.proc.poll() is not None:
+                    raise CheckFailed(f"round {n}: pgbench exited early:\n{bench.output()[-2000:]}")
+                t0 = time.monotonic()
+                _fault(ha, fault, leader, n)
+                r.new, r.to_primary, r.to_commit = _first_commit(ha, r.old, t0, limit_of(fault))
+                stop.set()
+                rec.join(timeout=30)
+            finally:
+                stop.set()
+                bench.stop()
+            if errors:
+                raise CheckFailed(f"round {n}: the ack recorder failed: {errors[0]!r}")
+            acked = log.snapshot()
+            if not acked:
+                raise CheckFailed(f"round {n}: no insert was acknowledged before the fault")
+            r.acked = len(acked)
+            all_acked += acked
+            if fault == "node+etcd":
+                ha.start_etcd(n % MEMBERS)
+                ha.start_node(leader)
+            ha.wait_healthy(timeout=120)  # the old primary back, streaming
+            r.rewound = _rewinds(ha, leader) > rewinds
+            leader = ha.index(r.new)
+            _check_nodes(ha, leader, all_acked, (n + 1) * ROUND_ID_STRIDE, work)
+            rounds.append(r)
+    except CheckFailed as e:
+        done = "; ".join(x.line() for x in rounds)
+        raise CheckFailed(f"{e} (rounds done: {done or 'none'}; logs: {ha.dir})") from None
+    finally:
+        ha.down()
+        if not run.keep:
+            ha.purge()
+    kills = [x.to_commit for x in rounds if x.fault == "kill"]
+    kills.sort()
+    return (
+        f"{config}{why}: up in {up_s:.0f}s; {len(rounds)} rounds, {len(all_acked)} acknowledged "
+        f"ids, 0 lost on any node; kill -9 to first commit median {kills[len(kills) // 2]:.1f}s "
+        f"(TTL {TIMING['ttl']}s, loop_wait {TIMING['loop_wait']}s); "
+        f"{sum(x.rewound for x in rounds)} rewinds; amcheck and TPC-B clean on 3 nodes after "
+        f"each: {'; '.join(x.line() for x in rounds)}"
+    )

@@ -1,0 +1,74 @@
+"""bench/ha/control.py without processes: secrets kept 0600, ports of other clusters
+reserved, a port in use named, a configuration refused with the reason; the ha check is
+registered in a task of its own and opt-in."""
+
+from __future__ import annotations
+
+import json
+import socket
+import stat
+from pathlib import Path
+
+import pytest
+
+from bench.ha import cli as ha_cli
+from bench.ha import control
+from bench.ha.spec import HaError
+from bench.testsuite import registry, runner
+
+
+def test_secrets_are_private_and_kept(home: Path) -> None:
+    first = control.load_secrets("x")
+    f = control.secrets_file("x")
+    assert stat.S_IMODE(f.stat().st_mode) == 0o600
+    assert stat.S_IMODE(f.parent.stat().st_mode) == 0o700
+    assert set(first) == {"replication", "rewind", "restapi"}
+    assert len(set(first.values())) == 3
+    assert control.load_secrets("x") == first
+
+
+def test_new_spec_skips_ports_of_other_ha_clusters(home: Path) -> None:
+    a = control.new_spec("a", "nvm_se2", "release", None, port_start=6100)
+    control.HaCluster(a).save()
+    b = control.new_spec("b", "nvm_se2", "release", None, port_start=6100)
+    pa = {p for m in a.ports for p in m.values()}
+    pb = {p for m in b.ports for p in m.values()}
+    assert not pa & pb
+    assert all("ha-a-node" in d for d in a.datadirs)
+    doc = json.loads((control.state_dir("a") / control.STATE_FILE).read_text())
+    assert doc["spec"]["ports"] == a.ports
+
+
+def test_a_port_in_use_is_named(home: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(HaError, match=rf"port {port} \(node1's postgres\) is in use"):
+            control.new_spec("c", "nvm_se2", "release", port)
+
+
+def test_unknown_and_refused_configurations(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(HaError, match="unknown configuration 'nope'"):
+        ha_cli._check_config("nope", "release")
+    monkeypatch.setattr(
+        ha_cli.configs, "verdict", lambda *a: ha_cli.configs.Verdict(False, "invalid value")
+    )
+    with pytest.raises(HaError, match="cannot run with the release build: invalid value"):
+        ha_cli._check_config("nvm_se2", "release")
+
+
+def test_status_of_a_missing_cluster_says_how_to_make_it(home: Path, capsys) -> None:
+    from bench import cli
+
+    assert cli.main(["ha", "status", "--name", "nope"]) == 1
+    assert "./pgnvm ha up --name nope" in capsys.readouterr().err
+
+
+def test_ha_check_is_opt_in_in_a_task_of_its_own() -> None:
+    assert "ha" in registry.OPT_IN and "ha" in registry.OWN_TASK
+    assert "ha" not in registry.select(None)[0]
+    assert registry.select(["ha"])[0] == ["ha"]
+    assert "ha" not in registry.select(None, quick=True)[0]
+    order = runner.lane_order([("once", runner.ONCE_NEXT), ("ha", 200.0), ("cfg", 300.0)])
+    assert order == ["once", "cfg", "ha"]
