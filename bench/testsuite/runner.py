@@ -329,18 +329,21 @@ def slowest_table(results: list[CheckResult], top: int = 10) -> list[str]:
 
 #: the flavour tests/' end-to-end tests run (``--no-build`` when it is installed)
 E2E_FLAVOUR = "release"
+#: checks run once that run the release flavour: pytest (tests/' end-to-end tests), ha
+#: (3 servers, Patroni and a load on the CPUs of one machine: the cassert build's cost x3)
+RELEASE_CHECKS = {"pytest", "ha"}
 
 
 def _prepare(
     opts: Options, global_checks: list[str]
 ) -> tuple[RunState, selection.Selection, float]:
-    """Build what the run uses (the check flavour; with ``pytest``, also the release
-    flavour, which tests/' end-to-end tests use as installed: left stale, they would test
-    an older server), choose the configurations, set up the run's directories."""
+    """Build what the run uses (the check flavour; with ``pytest`` or ``ha``, also the
+    release flavour, which tests/' end-to-end tests use as installed: left stale, they
+    would test an older server), choose the configurations, set up the run's directories."""
     t0 = time.monotonic()
     if opts.build:
         build.ensure_built(FLAVOUR)
-        if "pytest" in global_checks:
+        if RELEASE_CHECKS & set(global_checks):
             build.ensure_built(E2E_FLAVOUR)
     elif not (build.bindir(FLAVOUR) / "postgres").is_file():
         raise build.BuildError(f"--no-build, but the {FLAVOUR} flavour is not installed")

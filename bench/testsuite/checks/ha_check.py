@@ -1,7 +1,7 @@
 """ha: failovers of a 3-node Patroni cluster (``./pgnvm ha``, :mod:`bench.ha`) under load;
 no acknowledged commit may be lost.
 
-One HA cluster of the check build, configuration :data:`CONFIG` (se2 with WAL and data
+One HA cluster of the release build, configuration :data:`CONFIG` (se2 with WAL and data
 write-back through libpmem2; stock base where the build refuses se2), small
 (``shared_buffers`` 16 MB). Rounds (:data:`ROUNDS`): pgbench (TPC-B or YCSB-A, alternating)
 and the acknowledgement recorder (:func:`bench.testsuite.oltpload.recorder`) against the
@@ -49,8 +49,11 @@ from bench.testsuite.model import CheckFailed
 from bench.testsuite.oltpload import recorder, tpcb_consistency, ycsb_a_script, ycsb_load
 from bench.testsuite.pgamcheck import AMCHECK_OPTS, findings
 from bench.testsuite.proc import Background
-from bench.testsuite.settings import BASE_SETTINGS, FLAVOUR
+from bench.testsuite.settings import BASE_SETTINGS
 
+#: the release build: three servers, their Patroni and a load on one machine's CPUs
+#: (``tap_recovery`` runs promotion and rewind in the cassert build)
+FLAVOUR = "release"
 NAME = "pgnvm-test-ha"
 CONFIG = "nvm_se2_pmem"
 FALLBACK = configs.REFERENCE
