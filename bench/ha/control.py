@@ -25,6 +25,7 @@ from bench.core import auth, cluster, osuser, paths, procfs, ui
 from bench.ha.spec import (
     MEMBERS,
     PORT_START,
+    REST_USER,
     TIMING,
     HaError,
     HaSpec,
@@ -246,6 +247,8 @@ class HaCluster:
         if self._alive(key):
             return
         conf = self.write_node_config(i)
+        parent = osuser.ensure_dir(Path(self.spec.datadirs[i]).parent)
+        osuser.chown_to_server(parent)
         patroni = paths.venv_dir() / "bin" / "patroni"
         if not patroni.exists():
             raise HaError(
@@ -312,7 +315,7 @@ class HaCluster:
     # ---- Patroni's REST API
 
     def _auth_header(self) -> str:
-        token = f"{'patroni'}:{self.secrets['restapi']}".encode()
+        token = f"{REST_USER}:{self.secrets['restapi']}".encode()
         return "Basic " + base64.b64encode(token).decode()
 
     def rest(
@@ -409,6 +412,7 @@ class HaCluster:
         (the first bootstraps: initdb; the others clone it with pg_basebackup); returns
         the leader once every node runs."""
         osuser.ensure_server_user()
+        auth.pgpass_file()  # for clients over TCP: PGPASSFILE
         osuser.ensure_dir(ha_root())
         osuser.ensure_dir(self.dir)
         self.save()
