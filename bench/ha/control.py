@@ -100,6 +100,8 @@ class HaCluster:
         #: changes Patroni's configuration of every node before it is written (the ``ha``
         #: check's deliberately broken setups)
         self.tweak: Callable[[dict[str, Any]], None] | None = None
+        #: healthy needs a synchronous standby (False: a setup without synchronous_mode)
+        self.needs_sync = True
 
     # ---- state
 
@@ -384,7 +386,11 @@ class HaCluster:
                 if m.get("role") in ("replica", "sync_standby") and m.get("state") == "streaming"
             ]
             sync = [m for m in streaming if m.get("role") == "sync_standby"]
-            if leader and len(streaming) >= nodes - 1 and (nodes < 2 or sync):
+            if (
+                leader
+                and len(streaming) >= nodes - 1
+                and (nodes < 2 or sync or not self.needs_sync)
+            ):
                 return str(leader[0]["name"])
             for i in range(MEMBERS):
                 key = f"node{i + 1}"
@@ -401,8 +407,10 @@ class HaCluster:
             f"{n}: {there.get(n, 'not in the cluster')}; "
             f"logs {self.patroni_log(i)}, {self.postgres_log(i)}"
             for i, n in enumerate(self.spec.node_names())
-            if there.get(n) not in good
+            if i < nodes and there.get(n) not in good
         ]
+        if not lines and self.needs_sync:
+            lines = ["no synchronous standby (synchronous_mode)"]
         raise HaError(f"the cluster is not healthy after {timeout:.0f}s:\n  " + "\n  ".join(lines))
 
     # ---- the commands

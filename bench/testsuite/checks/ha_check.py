@@ -5,7 +5,7 @@ One HA cluster of the release build, configuration :data:`CONFIG` (se2 with WAL 
 write-back through libpmem2; stock base where the build refuses se2), small
 (``shared_buffers`` 16 MB). Rounds (:data:`ROUNDS`): pgbench (TPC-B or YCSB-A, alternating)
 and the acknowledgement recorder (:func:`bench.testsuite.oltpload.recorder`) against the
-primary, then after a seeded delay a fault:
+primary, then after a seeded delay (1.5-3 s) a fault:
 
 * ``kill``: ``kill -9`` of the primary's postmaster (its Patroni lives on and gives the
   leader key up at its next loop: ``primary_start_timeout = 0``);
@@ -19,9 +19,11 @@ streaming replica (whether Patroni ran pg_rewind is counted from its log), every
 caught up with the primary, and on every node the acknowledged ids, ``pg_amcheck`` clean
 (replicas: the checks a server in recovery can run) and TPC-B's balances consistent.
 
-``PGNVM_HA_BREAK=async`` (a demonstration, not for CI): synchronous_mode off, the standbys
-made to apply WAL 2 s late (``recovery_min_apply_delay``) and Patroni allowed any lag:
-acknowledged commits are lost at the first ``kill``, and the check says so.
+Broken setups, to see the check fail (``PGNVM_HA_BREAK``, not for CI): ``async``
+(synchronous_mode off, Patroni allowed any lag, and the standbys' WAL receivers frozen for
+a second before each ``kill``, as a slow network would hold them back: acknowledged commits
+are lost), ``norewind`` (no pg_rewind: an old primary that went further than its successor
+does not rejoin).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from typing import Any
 import psycopg
 
 from bench.core import build, configs, osuser, procfs
-from bench.core.cluster import read_pidfile
+from bench.core.cluster import datadir_processes, read_pidfile
 from bench.ha.control import HaCluster, new_spec
 from bench.ha.spec import MEMBERS, TIMING
 from bench.testsuite.acks import AckLog, verify_acks
@@ -62,9 +64,9 @@ PORT_START = 5800
 DB = "hatest"
 SCALE = 1
 CLIENTS = 2
-YCSB_ROWS = 5_000
+YCSB_ROWS = 2_000
 ROUNDS: tuple[str, ...] = ("kill",) * 5 + ("node+etcd", "switchover")
-LOAD_FOR = (2.0, 4.0)  # seconds of load before the fault
+LOAD_FOR = (1.5, 3.0)  # seconds of load before the fault
 ROUND_ID_STRIDE = 1_000_000_000
 #: what pg_amcheck can check on a server in recovery (no ShareLock: no --parent-check and
 #: what implies it; no --install-missing: read-only, amcheck comes from the primary)
@@ -200,7 +202,15 @@ def _caught_up(ha: HaCluster, leader: int) -> None:
                 return bool(row and row[0])
             return False
 
-        _wait(f"node{i + 1} replaying up to {lsn}", 60, replayed)
+        try:
+            _wait(f"node{i + 1} replaying up to the primary's {lsn}", 60, replayed)
+        except CheckFailed as e:
+            m = {str(x.get("name")): x for x in ha.members()}.get(f"node{i + 1}", {})
+            raise CheckFailed(
+                f"{e}: it did not rejoin (Patroni: {m.get('role')}/{m.get('state')}, "
+                f"timeline {m.get('timeline')}, lag {m.get('lag')}); logs "
+                f"{ha.patroni_log(i)}, {ha.postgres_log(i)}"
+            ) from None
 
 
 def _check_nodes(ha: HaCluster, leader: int, acked: list[int], sent: int, work: Path) -> str:
@@ -243,7 +253,34 @@ def _rewinds(ha: HaCluster, i: int) -> int:
         return 0
 
 
-def _fault(ha: HaCluster, fault: str, leader: int, n: int) -> None:
+def _walreceivers(ha: HaCluster, leader: int) -> list[int]:
+    pids = []
+    for i in range(MEMBERS):
+        if i != leader:
+            pids += [
+                p
+                for p in datadir_processes(Path(ha.spec.datadirs[i]))
+                if "walreceiver" in " ".join(procfs.argv(p))
+            ]
+    return pids
+
+
+def _fault(ha: HaCluster, fault: str, leader: int, n: int, lag: bool = False) -> None:
+    """``lag`` (the ``async`` broken setup): the standbys' WAL receivers are frozen for a
+    second before the primary dies, as a slow network would hold them back (with
+    synchronous replication the same would only hold the commits back)."""
+    if lag and fault == "kill":
+        frozen = _walreceivers(ha, leader)
+        for p in frozen:
+            os.kill(p, signal.SIGSTOP)
+        time.sleep(1.0)
+        try:
+            _fault(ha, fault, leader, n)
+        finally:
+            for p in frozen:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p, signal.SIGCONT)
+        return
     if fault == "switchover":
         ha.switchover(timeout=TIMING["ttl"])
         return
@@ -287,6 +324,7 @@ def ha_check(run: RunState, limit: float) -> str:
     settings = dict(BASE_SETTINGS)
     ha = HaCluster(new_spec(NAME, config, FLAVOUR, None, settings, port_start=PORT_START))
     ha.tweak = _broken(os.environ.get("PGNVM_HA_BREAK", ""))
+    ha.needs_sync = os.environ.get("PGNVM_HA_BREAK") != "async"
     rng = random.Random(run.seed)
     rounds: list[Round] = []
     try:
@@ -330,7 +368,7 @@ def ha_check(run: RunState, limit: float) -> str:
                 if bench.proc.poll() is not None:
                     raise CheckFailed(f"round {n}: pgbench exited early:\n{bench.output()[-2000:]}")
                 t0 = time.monotonic()
-                _fault(ha, fault, leader, n)
+                _fault(ha, fault, leader, n, lag=not ha.needs_sync)
                 r.new, r.to_primary, r.to_commit = _first_commit(ha, r.old, t0, limit_of(fault))
                 stop.set()
                 rec.join(timeout=30)
