@@ -84,6 +84,17 @@ def recorder(
         errors.append(e)
 
 
+def round_acks(log: AckLog, errors: list[BaseException], label: str, within: str) -> list[int]:
+    """The ids the recorder saw acknowledged in a round (``label``: "round 3"); CheckFailed
+    when it failed, or when nothing was acknowledged ``within`` (e.g. "in 4.2s")."""
+    if errors:
+        raise CheckFailed(f"{label}: the ack recorder failed: {errors[0]!r}")
+    acked = log.snapshot()
+    if not acked:
+        raise CheckFailed(f"{label}: no insert was acknowledged {within}")
+    return acked
+
+
 def tpcb_consistency(server: Server, db: str, scale: int, need_history: bool = True) -> str:
     """TPC-B's invariants: ``scale`` x 100,000 accounts, sum(abalance) = sum(tbalance) =
     sum(bbalance) = sum(delta); CheckFailed otherwise (and, with ``need_history``, when
