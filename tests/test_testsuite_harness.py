@@ -22,6 +22,7 @@ def test_select_everything_by_default() -> None:
         "powerloss_lib",
         "checksum_simd",
         "fault_guard",
+        "ha",
         "pytest",
     ]  # pytest last
     assert [c.name for c in checks] == [

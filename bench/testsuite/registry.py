@@ -148,9 +148,10 @@ NOT_QUICK: dict[str, str] = {
     "ha": "failovers of a 3-node Patroni cluster: ~3 min",
 }
 
-#: Checks run only when named (``--only``), not in the default run: not yet shown to pass
-#: reliably in CI.
-OPT_IN: tuple[str, ...] = ("ha",)
+#: Checks run only when named (``--only``), not in the default run: a new check until it
+#: is shown to pass reliably (``ha`` joined the default run after 4 passes in a row, one
+#: beside ``crash`` in the other lane).
+OPT_IN: tuple[str, ...] = ()
 
 
 def select(only: list[str] | None, quick: bool = False) -> tuple[list[str], list[CheckDef]]:

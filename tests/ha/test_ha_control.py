@@ -1,6 +1,6 @@
 """bench/ha/control.py without processes: secrets kept 0600, ports of other clusters
 reserved, a port in use named, a configuration refused with the reason; the ha check is
-registered in a task of its own and opt-in."""
+registered in a task of its own, in the default run but not in --quick."""
 
 from __future__ import annotations
 
@@ -65,9 +65,9 @@ def test_status_of_a_missing_cluster_says_how_to_make_it(home: Path, capsys) -> 
     assert "./pgnvm ha up --name nope" in capsys.readouterr().err
 
 
-def test_ha_check_is_opt_in_in_a_task_of_its_own() -> None:
-    assert "ha" in registry.OPT_IN and "ha" in registry.OWN_TASK
-    assert "ha" not in registry.select(None)[0]
+def test_ha_check_runs_by_default_in_a_task_of_its_own() -> None:
+    assert "ha" not in registry.OPT_IN and "ha" in registry.OWN_TASK
+    assert "ha" in registry.select(None)[0]
     assert registry.select(["ha"])[0] == ["ha"]
     assert "ha" not in registry.select(None, quick=True)[0]
     order = runner.lane_order([("once", runner.ONCE_NEXT), ("ha", 200.0), ("cfg", 300.0)])
