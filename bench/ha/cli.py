@@ -45,8 +45,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         _check_config(config, args.flavour)
         ha = HaCluster(new_spec(args.name, config, args.flavour, args.port))
     if ha.leader() is None:
-        down = [i for i in range(3) if not ha._alive(f"node{i + 1}")]
-        if len(down) == 3 and not any(ha._alive(f"etcd{i + 1}") for i in range(3)):
+        down = [i for i in range(3) if not ha.running(f"node{i + 1}")]
+        if len(down) == 3 and not any(ha.running(f"etcd{i + 1}") for i in range(3)):
             check_ports_free(ha.spec)
     ui.step(f"HA cluster {args.name}: etcd x3 + Patroni x3, configuration {ha.spec.config}")
     leader = ha.up()

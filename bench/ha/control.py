@@ -166,7 +166,8 @@ class HaCluster:
 
     # ---- processes
 
-    def _alive(self, key: str) -> bool:
+    def running(self, key: str) -> bool:
+        """Whether our process ``key`` (etcd<i>, node<i>: its Patroni) runs."""
         pid = self.pids.get(key)
         return pid is not None and procfs.alive(pid) and procfs.state(pid) != "Z"
 
@@ -201,7 +202,7 @@ class HaCluster:
 
     def start_etcd(self, i: int) -> None:
         key = f"etcd{i + 1}"
-        if self._alive(key):
+        if self.running(key):
             return
         d = self.etcd_dir(i)
         osuser.ensure_dir(d)
@@ -246,7 +247,7 @@ class HaCluster:
 
     def start_node(self, i: int) -> None:
         key = f"node{i + 1}"
-        if self._alive(key):
+        if self.running(key):
             return
         conf = self.write_node_config(i)
         parent = osuser.ensure_dir(Path(self.spec.datadirs[i]).parent)
@@ -262,12 +263,12 @@ class HaCluster:
     def stop_process(self, key: str, sig: int = signal.SIGTERM, timeout: float = 60.0) -> bool:
         """Signal a process of ours and wait until it is gone; SIGKILL after ``timeout``."""
         pid = self.pids.get(key)
-        if pid is None or not self._alive(key):
+        if pid is None or not self.running(key):
             return False
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
         deadline = time.monotonic() + timeout
-        while self._alive(key):
+        while self.running(key):
             if time.monotonic() > deadline:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
@@ -293,7 +294,7 @@ class HaCluster:
         for i in range(MEMBERS):
             ok, why = self.etcd_health(i)
             healthy += ok
-            alive = "running" if self._alive(f"etcd{i + 1}") else "not running"
+            alive = "running" if self.running(f"etcd{i + 1}") else "not running"
             lines.append(
                 f"etcd{i + 1} 127.0.0.1:{self.spec.ports[i]['etcd_client']} {alive}, "
                 f"{'healthy' if ok else 'unhealthy: ' + why}"
@@ -394,7 +395,7 @@ class HaCluster:
                 return str(leader[0]["name"])
             for i in range(MEMBERS):
                 key = f"node{i + 1}"
-                if key in self.pids and not self._alive(key):
+                if key in self.pids and not self.running(key):
                     raise HaError(
                         f"{key}'s Patroni exited; its log: {self.patroni_log(i)} "
                         f"(PostgreSQL's: {self.postgres_log(i)})\n"
@@ -498,7 +499,7 @@ class HaCluster:
         out.append("nodes:" if members else "nodes: no Patroni answers")
         for i, n in enumerate(self.spec.node_names()):
             m = members.get(n)
-            alive = "running" if self._alive(n) else "not running"
+            alive = "running" if self.running(n) else "not running"
             desc = (
                 f"{m.get('role')} {m.get('state')} timeline {m.get('timeline', '?')} "
                 f"lag {m.get('lag', 0)}"
