@@ -5,6 +5,7 @@ Patroni on a 3-member etcd, all on 127.0.0.1 (:mod:`bench.ha.control`; bench/ha/
     ./pgnvm ha status     [--name N] [--json]
     ./pgnvm ha switchover [--name N] [--candidate NODE]
     ./pgnvm ha failover   [--name N] --candidate NODE
+    ./pgnvm ha bench      [--name N] [--rounds 5] [--clients 4] [--seconds 8]
     ./pgnvm ha down       [--name N] [--purge]
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 
 from bench.core import build, configs, storage, ui
 from bench.core.paths import FLAVOURS
@@ -92,6 +94,19 @@ def cmd_failover(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from bench.core import paths
+    from bench.ha import failbench
+
+    ha = HaCluster.load(args.name)
+    out = paths.REPO_ROOT / "results" / f"ha-bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    rounds = failbench.run(ha, args.rounds, args.clients, args.seconds, out)
+    for line in failbench.table(rounds):
+        print(line)
+    ui.info(f"rounds: {out}")
+    return 0
+
+
 def cmd_down(args: argparse.Namespace) -> int:
     ha = HaCluster.load(args.name)
     stopped = ha.down()
@@ -152,5 +167,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--candidate", default=None, help="the node to promote (default: Patroni's)")
     q = add("failover", cmd_failover, "a manual failover to --candidate (also without leader)")
     q.add_argument("--candidate", required=True)
+    q = add("bench", cmd_bench, "failover benchmark: kill -9 of the primary under TPC-B, rounds")
+    q.add_argument("--rounds", type=int, default=5)
+    q.add_argument("--clients", type=int, default=4)
+    q.add_argument("--seconds", type=int, default=8, help="pgbench before and after each kill")
     q = add("down", cmd_down, "stop the nodes (Patroni stops PostgreSQL) and etcd")
     q.add_argument("--purge", action="store_true", help="also remove data, state and secrets")

@@ -164,6 +164,61 @@ class HaCluster:
             f"passfile={auth.pgpass_file()} connect_timeout=5"
         )
 
+    def connect(self, i: int, dbname: str = "postgres") -> Any:
+        """An autocommit connection to node ``i`` over TCP (scram)."""
+        import psycopg
+
+        return psycopg.connect(self.conninfo(i, dbname), autocommit=True)
+
+    def client_env(self, i: int, dbname: str = "postgres") -> dict[str, str]:
+        """libpq's environment that reaches node ``i`` over TCP (pgbench, pg_amcheck)."""
+        return {
+            "PGHOST": "127.0.0.1",
+            "PGPORT": str(self.pg_port(i)),
+            "PGUSER": auth.SUPERUSER,
+            "PGDATABASE": dbname,
+            "PGPASSFILE": str(auth.pgpass_file()),
+            "PGCONNECT_TIMEOUT": "5",
+        }
+
+    def wait_new_primary(
+        self, old: str | None, t0: float, limit: float, dbname: str, commit_sql: str
+    ) -> tuple[str, float, float]:
+        """After a fault at ``t0`` (time.monotonic()): (the new leader, seconds until Patroni
+        names a running leader other than ``old``, seconds until ``commit_sql`` first
+        commits on it). HaError when either takes longer than ``limit``."""
+        import psycopg
+
+        deadline = t0 + limit
+        new = None
+        while new is None:
+            lead = self.leader()
+            if lead and lead != old:
+                new = lead
+            elif time.monotonic() > deadline:
+                raise HaError(f"no new primary within {limit:.0f}s of the fault")
+            else:
+                time.sleep(0.1)
+        to_primary = time.monotonic() - t0
+        i = self.index(new)
+        while True:
+            try:
+                with self.connect(i, dbname) as c:
+                    c.execute(commit_sql)
+                return new, to_primary, time.monotonic() - t0
+            except psycopg.Error as e:
+                if time.monotonic() > deadline + 60:
+                    raise HaError(f"no commit on the new primary {new}: {e}") from None
+                time.sleep(0.1)
+
+    def kill_postmaster(self, i: int) -> int:
+        """``kill -9`` of node ``i``'s postmaster (its Patroni lives on); returns its pid."""
+        pid = cluster.read_pidfile(Path(self.spec.datadirs[i]))
+        if pid is None or not procfs.alive(pid):
+            raise HaError(f"node{i + 1}: no postmaster to kill (postmaster.pid: {pid})")
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
     # ---- processes
 
     def running(self, key: str) -> bool:

@@ -43,9 +43,9 @@ from typing import Any
 import psycopg
 
 from bench.core import build, configs, osuser, procfs
-from bench.core.cluster import datadir_processes, read_pidfile
+from bench.core.cluster import datadir_processes
 from bench.ha.control import HaCluster, new_spec
-from bench.ha.spec import MEMBERS, TIMING
+from bench.ha.spec import MEMBERS, TIMING, HaError
 from bench.testsuite.acks import AckLog, verify_acks
 from bench.testsuite.context import RunState
 from bench.testsuite.model import CheckFailed
@@ -90,27 +90,16 @@ def limit_of(fault: str) -> float:
 
 @dataclass
 class Node:
-    """One node as the ledger, pgbench and TPC-B's check reach it: TCP with scram."""
+    """One node as the ledger and TPC-B's check reach it (``connect(db)``)."""
 
     ha: HaCluster
     i: int
 
-    def connect(self, dbname: str | None = None, autocommit: bool = True) -> Any:
-        return psycopg.connect(
-            self.ha.conninfo(self.i, dbname or "postgres"), autocommit=autocommit
-        )
+    def connect(self, dbname: str | None = None) -> Any:
+        return self.ha.connect(self.i, dbname or "postgres")
 
     def client_env(self, dbname: str = DB) -> dict[str, str]:
-        from bench.core import auth
-
-        return {
-            "PGHOST": "127.0.0.1",
-            "PGPORT": str(self.ha.pg_port(self.i)),
-            "PGUSER": auth.SUPERUSER,
-            "PGDATABASE": dbname,
-            "PGPASSFILE": str(auth.pgpass_file()),
-            "PGCONNECT_TIMEOUT": "5",
-        }
+        return self.ha.client_env(self.i, dbname)
 
 
 @dataclass
@@ -170,26 +159,14 @@ def _wait(what: str, timeout: float, probe: Callable[[], Any]) -> Any:
 
 
 def _first_commit(ha: HaCluster, old: str, t0: float, limit: float) -> tuple[str, float, float]:
-    """Wait for a running leader other than ``old`` (seconds since ``t0``), then for the
-    first commit on it (an insert into ``probe``)."""
-    new = _wait(
-        f"a new primary after the fault (limit {limit:.0f}s)",
-        limit,
-        lambda: (lead := ha.leader()) and lead != old and lead,
-    )
-    to_primary = time.monotonic() - t0
-    node = Node(ha, ha.index(new))
-
-    def commit() -> bool:
-        try:
-            with node.connect(DB) as c:
-                c.execute("INSERT INTO probe (at) VALUES (clock_timestamp())")
-            return True
-        except psycopg.Error:
-            return False
-
-    _wait(f"a commit on the new primary {new}", 60, commit)
-    return new, to_primary, time.monotonic() - t0
+    """(new primary, seconds to it, seconds to the first commit on it: an insert into
+    ``probe``) since the fault at ``t0``."""
+    try:
+        return ha.wait_new_primary(
+            old, t0, limit, DB, "INSERT INTO probe (at) VALUES (clock_timestamp())"
+        )
+    except HaError as e:
+        raise CheckFailed(f"{e} (limit of this fault: {limit:.0f}s)") from None
 
 
 def _caught_up(ha: HaCluster, leader: int) -> None:
@@ -293,10 +270,10 @@ def _fault(ha: HaCluster, fault: str, leader: int, n: int, lag: bool = False) ->
     if fault == "node+etcd":
         ha.stop_process(f"etcd{n % MEMBERS + 1}")
         ha.stop_process(f"node{leader + 1}", signal.SIGKILL)
-    pid = read_pidfile(Path(ha.spec.datadirs[leader]))
-    if pid is None or not procfs.alive(pid):
-        raise CheckFailed(f"node{leader + 1}: no postmaster to kill (postmaster.pid: {pid})")
-    os.kill(pid, signal.SIGKILL)
+    try:
+        ha.kill_postmaster(leader)
+    except HaError as e:
+        raise CheckFailed(str(e)) from None
 
 
 def _broken(how: str) -> Callable[[dict[str, Any]], None] | None:
