@@ -52,8 +52,7 @@ extern Size NvmWalShmemSize(void);
 extern void NvmWalShmemInit(void);
 extern void NvmWalGetInfo(NvmWalInfo *info);
 
-extern void nvm_wal_open(int fd, XLogSegNo segno, TimeLineID tli,
-						 XLogRecPtr write_upto);
+extern void nvm_wal_open(int fd, XLogSegNo segno, TimeLineID tli);
 extern void nvm_wal_close(int fd);
 extern ssize_t nvm_wal_write(int fd, const char *from, size_t nbytes,
 							 off_t offset);
@@ -70,15 +69,14 @@ NvmWalIsMapped(int fd)
 }
 
 /*
- * NvmWalOpened -- XLogWrite() has opened segment segno for writing at
- * write_upto (the end of the page it writes next, or of what it wrote):
- * with nvm_wal = pmem, map it.
+ * NvmWalOpened -- XLogWrite() has opened segment segno for writing: with
+ * nvm_wal = pmem, map it.
  */
 static inline void
-NvmWalOpened(int fd, XLogSegNo segno, TimeLineID tli, XLogRecPtr write_upto)
+NvmWalOpened(int fd, XLogSegNo segno, TimeLineID tli)
 {
 	if (nvm_wal == NVM_WAL_PMEM)
-		nvm_wal_open(fd, segno, tli, write_upto);
+		nvm_wal_open(fd, segno, tli);
 }
 
 /* NvmWalClosing -- XLogFileClose() is about to close fd: unmap it */

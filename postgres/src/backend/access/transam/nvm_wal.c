@@ -388,8 +388,7 @@ NvmWalGetInfo(NvmWalInfo *info)
 /*
  * nvm_wal_open -- XLogWrite() opened segment segno (descriptor fd) for
  * writing: map the whole segment.  Its pages are pre-faulted as they are
- * written (nvm_wal_write()).  write_upto (the end of the page XLogWrite()
- * writes next, or of what it wrote: the flush step) is not needed here.
+ * written (nvm_wal_write()).
  *
  * A segment that cannot be mapped (address space, vm.max_map_count, a file
  * system that refuses) is written with pg_pwrite() and synced with
@@ -398,7 +397,7 @@ NvmWalGetInfo(NvmWalInfo *info)
  * file header).  This process says so once.
  */
 void
-nvm_wal_open(int fd, XLogSegNo segno, TimeLineID tli, XLogRecPtr write_upto)
+nvm_wal_open(int fd, XLogSegNo segno, TimeLineID tli)
 {
 	NvmPmemMap	pm;
 	int			rc;
