@@ -42,7 +42,7 @@ from typing import Any
 import psycopg
 
 from bench.core import cluster as clu
-from bench.core import counters, osuser
+from bench.core import counters, osuser, storage
 from bench.testsuite import errmatch, walstats
 from bench.testsuite.checks.strace_check import ptrace_scope, wait_attached
 from bench.testsuite.context import EngineEnv
@@ -443,23 +443,9 @@ def _full_wal(env: EngineEnv) -> str:
         # after a clean shutdown, later ones (recycled: fully allocated) must not be there
         keep = [p for p in wal.iterdir() if not _SEGMENT_RE.match(p.name) or p.name == redo]
         size = sum(p.stat().st_size for p in keep if p.is_file()) + FULL_SPARE
-        osuser.ensure_dir(mnt)
-        r = subprocess.run(
-            [
-                "mount",
-                "-t",
-                "tmpfs",
-                "-o",
-                f"size={size // 1024}k,mode=0700",
-                "pgnvm-walfull",
-                str(mnt),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if r.returncode != 0:
-            raise CheckFailed(f"mount tmpfs failed: {r.stderr.strip()}")
+        why = storage.mount_tmpfs(mnt, f"size={size // 1024}k,mode=0700", "pgnvm-walfull")
+        if why:
+            raise CheckFailed(f"mount tmpfs failed: {why}")
         mounted = True
         for p in keep:
             if p.is_dir():
