@@ -258,6 +258,38 @@ def test_prove_summary_parsing() -> None:
     assert len(pgsuites._PROVE_SKIPPED_RE.findall(out)) == 1
 
 
+def test_tap_failure_excerpt_says_why_from_the_failed_files_logs(tmp_path: Path) -> None:
+    """A CI log shows prove's summary only; the excerpt carries the cause (2026-11-26: a CI
+    run failed 027_stream_regress's regression run and both dumps, and its logs were gone
+    with the clone). Lines of a passing file and ordinary server chatter stay out."""
+    from bench.testsuite.checks.pgsuites import tap_failure_excerpt
+
+    (tmp_path / "regress_log_027_stream_regress").write_text(
+        "[09:41:02.1](0.1s) ok 1 - setup\n"
+        "not ok 90        + errors                                    266 ms\n"
+        "#   Failed test 'dump primary server'\n"
+        "#          got: '256'\n"
+        "#     expected: '0'\n"
+        "pg_dumpall: error: could not write to output file: No space left on device\n"
+        "# Running: pg_dumpall --file /x/primary.dump\n"
+    )
+    (tmp_path / "027_stream_regress_primary.log").write_text(
+        "2026-11-26 LOG:  checkpoint starting: time\n"
+        '2026-11-26 ERROR:  could not extend file "base/16384/2619": No space left on device\n'
+        "2026-11-26 LOG:  server process (PID 4242) was terminated by signal 6: Aborted\n"
+    )
+    (tmp_path / "regress_log_001_stream_rep").write_text("not ok 3 - not this one\n")
+    got = tap_failure_excerpt(tmp_path, ["t/027_stream_regress.pl"])
+    assert "--- regress_log_027_stream_regress:" in got
+    assert "not ok 90" in got and "Failed test 'dump primary server'" in got
+    assert "got: '256'" in got and "pg_dumpall: error: could not write" in got
+    assert "--- 027_stream_regress_primary.log:" in got
+    assert "could not extend file" in got and "terminated by signal 6" in got
+    assert "checkpoint starting" not in got and "# Running" not in got
+    assert "not this one" not in got
+    assert tap_failure_excerpt(tmp_path, ["t/099_absent.pl"]).startswith("(no explanatory")
+
+
 def test_tap_recovery_runs_once_per_distinct_recovery_path() -> None:
     """The recovery suite, the most expensive check, runs where recovery differs: stock,
     each engine, prefetch helpers on hot standbys, and the PMem write path (WAL and data

@@ -43,7 +43,9 @@ def _suite(env: EngineEnv, subdir: str, target: str, name: str, timeout: float) 
         if diffs.is_file() and diffs.stat().st_size:
             saved = env.save_artifact(diffs, f"{name}.regression.diffs")
             artifacts.insert(0, str(saved))
-            msg += f"; diffs: {saved}"
+            # the head of the diffs too: a CI clone's run directory is gone with it
+            head = diffs.read_text(errors="replace").splitlines()[:40]
+            msg += f"; diffs: {saved}, first {len(head)} lines:\n" + "\n".join(head)
         else:
             msg += f"\n{ran.tail(25)}"
         raise CheckFailed(msg, artifacts)
@@ -195,7 +197,12 @@ def tap_recovery(env: EngineEnv, limit: float) -> str:
             log = logs / f"regress_log_{t.removeprefix('t/').removesuffix('.pl')}"
             if log.is_file():
                 artifacts.append(str(env.save_artifact(log, f"tap_recovery.{log.name}")))
-        raise CheckFailed(f"{msg}\n{ran.tail(25)}", artifacts)
+        free = shutil.disk_usage(curdir)
+        msg += (
+            f"\n{ran.tail(25)}\n{tap_failure_excerpt(logs, failed[:5])}"
+            f"\nfree on the suite's storage now: {free.free >> 20} MiB of {free.total >> 20} MiB"
+        )
+        raise CheckFailed(msg, artifacts)
     if not env.run.keep:
         # the suite passed: its clusters' leftovers and logs need not hold the tmpfs's RAM
         shutil.rmtree(curdir / "tmp_check", ignore_errors=True)
@@ -204,6 +211,43 @@ def tap_recovery(env: EngineEnv, limit: float) -> str:
         f" ({skipped} skipped by the suite itself: injection points not built); "
         f"clusters copied from the initdb template: {copied[0]}, initdb run: {copied[1]}"
     )
+
+
+#: lines of a failed TAP file's logs that say why (the runner prints only prove's summary;
+#: the logs themselves are artifacts of a run directory a CI clone does not keep)
+_TAP_TEST_WHY_RE = re.compile(
+    r"^(?:not ok .*|#\s+Failed test .*|#\s+(?:got|expected):.*|.*\b(?:error|FATAL|PANIC):.*"
+    r"|.*No space left.*|.*terminated by signal.*|.*TRAP:.*|.*was terminated.*)$",
+    re.MULTILINE,
+)
+_TAP_SERVER_WHY_RE = re.compile(
+    r"^.*(?:PANIC:|TRAP:|terminated by signal|No space left|could not (?:read|write|extend)"
+    r"|invalid page|checksum verification failed).*$",
+    re.MULTILINE,
+)
+
+
+def tap_failure_excerpt(logs: Path, failed: list[str], per_file: int = 25) -> str:
+    """Why the failed TAP files failed, from their logs under ``logs`` (tmp_check/log): the
+    test's own log (``regress_log_<name>``: failed assertions, errors of the commands it
+    ran, the regression diffs it dumps) and its servers' logs (``<name>_<node>.log``: only
+    crashes, PANICs, full storage and read/verification errors, which a test's output does
+    not show), at most ``per_file`` lines from each, so that a CI log shows the cause."""
+    parts: list[str] = []
+    for t in failed:
+        name = t.removeprefix("t/").removesuffix(".pl")
+        sources = [(logs / f"regress_log_{name}", _TAP_TEST_WHY_RE)]
+        sources += [(p, _TAP_SERVER_WHY_RE) for p in sorted(logs.glob(f"{name}_*.log"))]
+        for path, pattern in sources:
+            if not path.is_file():
+                continue
+            lines = [m.group(0)[:300] for m in pattern.finditer(path.read_text(errors="replace"))]
+            if not lines:
+                continue
+            more = f" (first {per_file} of {len(lines)})" if len(lines) > per_file else ""
+            parts.append(f"--- {path.name}{more}:")
+            parts.extend(lines[:per_file])
+    return "\n".join(parts) if parts else "(no explanatory lines in the failed files' logs)"
 
 
 def _tap_curdir(env: EngineEnv) -> Path:
