@@ -69,8 +69,30 @@ NvmBufferView(Buffer buffer)
 	return chunk ? chunk[(buffer - 1) & (NVM_VIEW_CHUNK - 1)] : NULL;
 }
 
-/* the buffer pool (bufmgr.h), for NvmFollowCopy() */
+/* the buffer pool (bufmgr.h), for NvmFollowCopy() and NvmSlotBlock() */
 extern PGDLLIMPORT char *BufferBlocks;
+
+/*
+ * se2, the hybrid pool (docs/storage-engines.md, "se2: descriptors without
+ * DRAM"): a descriptor's page, when it is in DRAM, lives in a slot of
+ * BufferBlocks, NvmSlotOf[buf_id]; NvmSlotOwner[slot] is the inverse.  Both
+ * are shared, allocated only in se2 (NULL in base and se1, where slot i is
+ * buffer i's, as in stock PostgreSQL).  For now every descriptor owns the
+ * slot of its own number from start to shutdown (the identity map).
+ */
+#define NVM_NO_SLOT		(-1)
+extern PGDLLIMPORT int32 *NvmSlotOf;
+extern PGDLLIMPORT int32 *NvmSlotOwner;
+
+/* the slot's memory of the buffer with descriptor buf_id (it must have one) */
+static inline char *
+NvmSlotBlock(int buf_id)
+{
+	int32		slot = likely(NvmSlotOf == NULL) ? buf_id : NvmSlotOf[buf_id];
+
+	Assert(slot != NVM_NO_SLOT);
+	return BufferBlocks + (Size) slot * BLCKSZ;
+}
 
 /*
  * NvmFollowCopy -- *ptr points into the page of the pinned shared buffer
@@ -97,7 +119,7 @@ NvmFollowCopy(void **ptr, Buffer buffer)
 		{
 			/* see the copy's bytes, not older ones: pairs with its release */
 			pg_read_barrier();
-			*ptr = BufferBlocks + (Size) (buffer - 1) * BLCKSZ + off;
+			*ptr = NvmSlotBlock(buffer - 1) + off;
 		}
 	}
 }

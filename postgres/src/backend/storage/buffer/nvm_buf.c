@@ -74,6 +74,10 @@
 
 volatile uint8 *NvmBufferFlags = NULL;
 
+/* se2: descriptor -> slot and slot -> descriptor (nvm_buf.h); NULL otherwise */
+int32	   *NvmSlotOf = NULL;
+int32	   *NvmSlotOwner = NULL;
+
 /*
  * Per process, the views: for each pinned redirected buffer whose page this
  * process reads in place, the page's address in this process's mapping.
@@ -109,14 +113,24 @@ static void **SpareChunks[NVM_VIEW_CHUNKS_KEPT];
 static int	NSpareChunks = 0;
 
 
+/* se2's slot maps: NvmSlotOf and NvmSlotOwner, one int32 per buffer each */
+static Size
+nvm_slot_maps_size(void)
+{
+	if (nvm_storage_engine != NVM_ENGINE_SE2)
+		return 0;
+	return mul_size(NBuffers, 2 * sizeof(int32));
+}
+
 /*
  * NvmBufShmemSize -- shared memory of the redirection flags, a byte per
- * shared buffer (nvm_shmem.c adds it up with pgnvm's other parts).
+ * shared buffer, and of se2's slot maps (nvm_shmem.c adds it up with
+ * pgnvm's other parts).
  */
 Size
 NvmBufShmemSize(void)
 {
-	return mul_size(NBuffers, sizeof(uint8));
+	return add_size(mul_size(NBuffers, sizeof(uint8)), nvm_slot_maps_size());
 }
 
 /*
@@ -132,6 +146,18 @@ NvmBufShmemInit(void)
 		ShmemInitStruct("pgnvm buffer flags", NBuffers * sizeof(uint8), &found);
 	if (!found)
 		memset((void *) NvmBufferFlags, 0, NBuffers * sizeof(uint8));
+	if (nvm_slot_maps_size() > 0)
+	{
+		NvmSlotOf = ShmemInitStruct("pgnvm slot maps", nvm_slot_maps_size(),
+									&found);
+		NvmSlotOwner = NvmSlotOf + NBuffers;
+		if (!found)
+		{
+			/* every descriptor owns its own slot (the identity map) */
+			for (int i = 0; i < NBuffers; i++)
+				NvmSlotOf[i] = NvmSlotOwner[i] = i;
+		}
+	}
 }
 
 /*
@@ -239,7 +265,7 @@ NvmBufferGetBlockSlow(Buffer buffer)
 	if (page == NULL)
 	{
 		NvmBufferCow(buffer);
-		return BufferBlocks + (Size) (buffer - 1) * BLCKSZ;
+		return NvmSlotBlock(buffer - 1);
 	}
 	nvm_view_chunk_ready(buffer);
 	nvm_view_set(buffer, page);
@@ -392,7 +418,7 @@ NvmBufferCow(Buffer buffer)
 		UnlockBufHdr(buf, buf_state);
 
 		/* from here to clearing the flag, nothing may fail */
-		dst = BufferBlocks + (Size) (buffer - 1) * BLCKSZ;
+		dst = NvmSlotBlock(buffer - 1);
 		ok = nvm_copy_from_mapping(&dst, src, 1) == 1;
 
 		buf_state = LockBufHdr(buf);
@@ -503,7 +529,7 @@ NvmRedirectDone(Buffer buffer, char *page)
 		 * without allocating, which a critical section forbids: keep a copy
 		 * of the page (just verified, so faulted in) instead.
 		 */
-		memcpy(BufferBlocks + (Size) (buffer - 1) * BLCKSZ, page, BLCKSZ);
+		memcpy(NvmSlotBlock(buffer - 1), page, BLCKSZ);
 		MyNvmStats->mapped_reads++;
 		return;
 	}
