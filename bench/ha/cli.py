@@ -5,7 +5,8 @@ Patroni on a 3-member etcd, all on 127.0.0.1 (:mod:`bench.ha.control`; bench/ha/
     ./pgnvm ha status     [--name N] [--json]
     ./pgnvm ha switchover [--name N] [--candidate NODE]
     ./pgnvm ha failover   [--name N] --candidate NODE
-    ./pgnvm ha bench      [--name N] [--rounds 5] [--clients 4] [--seconds 8]
+    ./pgnvm ha bench      [--name N] [--rounds 5] [--clients 4] [--seconds 8] [--fault F]
+    ./pgnvm ha bench --tpch [--name N] [--vs N2] [--sf 0.1] [--queries 1-22] [--repeat 3]
     ./pgnvm ha down       [--name N] [--purge]
 """
 
@@ -17,8 +18,36 @@ import time
 
 from bench.core import build, configs, storage, ui
 from bench.core.paths import FLAVOURS
+from bench.ha import failbench
 from bench.ha.control import HaCluster, check_ports_free, new_spec
 from bench.ha.spec import COMMON_SETTINGS, DEFAULT_CONFIG, HaError
+from bench.tpch import queries
+
+#: ``ha bench --tpch``: the cluster compared with ``--name``, the scale factor (small: the
+#: 2-vCPU VM runs two HA clusters of 3 nodes side by side)
+TPCH_VS = "ha-base"
+TPCH_SF = 0.1
+
+
+def _sf(text: str) -> float:
+    sf = float(text)
+    if not 0 < sf <= 100:
+        raise argparse.ArgumentTypeError(f"scale factor {text}: between 0 and 100")
+    return sf
+
+
+def _queries(text: str) -> list[int]:
+    try:
+        return queries.parse_list(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _positive(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text}: at least 1")
+    return n
 
 
 def _check_config(config: str, flavour: str) -> None:
@@ -96,15 +125,37 @@ def cmd_failover(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from bench.core import paths
-    from bench.ha import failbench
 
+    if args.tpch:
+        return cmd_bench_tpch(args)
     ha = HaCluster.load(args.name)
     out = paths.REPO_ROOT / "results" / f"ha-bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    rounds = failbench.run(ha, args.rounds, args.clients, args.seconds, out)
+    rounds = failbench.run(ha, args.rounds, args.clients, args.seconds, out, args.fault)
     for line in failbench.table(rounds):
         print(line)
     ui.info(f"rounds: {out}")
     return 0
+
+
+def cmd_bench_tpch(args: argparse.Namespace) -> int:
+    from bench.core import paths
+    from bench.ha import tpchbench
+
+    a = HaCluster.load(args.name)
+    if not HaCluster.exists(args.vs):
+        raise HaError(
+            f"no HA cluster {args.vs!r} to compare with: ./pgnvm ha up --name {args.vs} "
+            "--config nvm_base_worker (or give --vs)"
+        )
+    b = HaCluster.load(args.vs)
+    out = paths.REPO_ROOT / "results" / f"ha-tpch-{time.strftime('%Y%m%d-%H%M%S')}"
+    summary, problems = tpchbench.run(a, b, args.sf, args.queries, args.repeat, args.timeout, out)
+    for line in tpchbench.table(summary):
+        print(line)
+    ui.info(f"report: {out / 'report.md'} (runs.jsonl, summary.json)")
+    for p in problems:
+        ui.error(p)
+    return 1 if problems else 0
 
 
 def cmd_down(args: argparse.Namespace) -> int:
@@ -167,9 +218,40 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--candidate", default=None, help="the node to promote (default: Patroni's)")
     q = add("failover", cmd_failover, "a manual failover to --candidate (also without leader)")
     q.add_argument("--candidate", required=True)
-    q = add("bench", cmd_bench, "failover benchmark: kill -9 of the primary under TPC-B, rounds")
+    q = add(
+        "bench",
+        cmd_bench,
+        "failover benchmark: kill -9 of the primary under TPC-B, rounds; --tpch: read-only "
+        "TPC-H on a hot standby, this cluster against --vs",
+    )
     q.add_argument("--rounds", type=int, default=5)
     q.add_argument("--clients", type=int, default=4)
     q.add_argument("--seconds", type=int, default=8, help="pgbench before and after each kill")
+    q.add_argument(
+        "--fault",
+        choices=failbench.FAULTS,
+        default="postmaster",
+        help="postmaster: kill -9 of the primary's postmaster (its Patroni lives); node: its "
+        "Patroni killed too, a whole node's death (the leader key must expire: TTL)",
+    )
+    q.add_argument(
+        "--tpch",
+        action="store_true",
+        help="read-only TPC-H on a hot standby of --name and of --vs, interleaved (both "
+        "clusters up; TPC-H loaded on their primaries when not there)",
+    )
+    q.add_argument(
+        "--vs",
+        default=TPCH_VS,
+        metavar="NAME",
+        help=f"--tpch: the HA cluster to compare with (default {TPCH_VS}, "
+        "e.g. up with --config nvm_base_worker)",
+    )
+    q.add_argument("--sf", type=_sf, default=TPCH_SF, help="--tpch: scale factor")
+    q.add_argument(
+        "--queries", type=_queries, default=list(queries.ALL_QUERIES), help="--tpch: e.g. 1-22"
+    )
+    q.add_argument("--repeat", type=_positive, default=3, help="--tpch: measured pairs per query")
+    q.add_argument("--timeout", type=float, default=600.0, help="--tpch: seconds per query")
     q = add("down", cmd_down, "stop the nodes (Patroni stops PostgreSQL) and etcd")
     q.add_argument("--purge", action="store_true", help="also remove data, state and secrets")

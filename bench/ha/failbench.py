@@ -1,16 +1,25 @@
 """``./pgnvm ha bench``: what a failover costs a running HA cluster (:mod:`bench.ha.control`).
 
 Each round: pgbench TPC-B (``--clients``, ``--seconds``) against the primary, the standbys'
-replay lag sampled meanwhile (``pg_stat_replication`` on the primary, every 0.5 s), then
-``kill -9`` of the primary's postmaster during a second pgbench; the time to a new primary
-and to the first commit on it; pgbench again on the new primary; the cluster healthy again
-(the old primary rejoined) before the next round. A JSON of the rounds and a table.
+replay lag sampled meanwhile (``pg_stat_replication`` on the primary, every 0.5 s), then the
+fault (:data:`FAULTS`) during a second pgbench; the time to a new primary and to the first
+commit on it; pgbench again on the new primary; the cluster healthy again (the old primary
+rejoined; after a ``node`` fault its Patroni started again) before the next round. A JSON
+of the rounds and a table.
+
+* ``postmaster``: ``kill -9`` of the primary's postmaster. Its Patroni lives, sees it at its
+  next loop (``loop_wait``) and, with ``primary_start_timeout = 0``, gives the leader key up:
+  a standby promotes at once.
+* ``node``: ``kill -9`` of the primary's Patroni, then of its postmaster: a whole node's
+  death. Nobody gives the key up: the standbys wait until it expires (``ttl``) and promote
+  at their next loop, up to ``ttl + loop_wait`` after the last renewal.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import signal
 import statistics
 import subprocess
 import threading
@@ -23,6 +32,7 @@ from bench.ha.control import HaCluster
 from bench.ha.spec import TIMING
 
 DB = "habench"
+FAULTS: tuple[str, ...] = ("postmaster", "node")
 SCALE = 10
 _TPS = re.compile(r"^tps = ([0-9.]+)", re.M)
 
@@ -37,6 +47,7 @@ class BenchRound:
     lag_max_ms: float  # the largest replay lag of a standby while loaded
     to_primary: float
     to_commit: float
+    fault: str = "postmaster"
 
 
 def pgbench(ha: HaCluster, i: int, args: list[str], timeout: float) -> str:
@@ -78,7 +89,31 @@ def tps(ha: HaCluster, i: int, clients: int, seconds: int) -> tuple[float, float
     return (float(m.group(1)) if m else 0.0), max(lags)
 
 
-def run(ha: HaCluster, rounds: int, clients: int, seconds: int, out: Path) -> list[BenchRound]:
+def limit_of(fault: str) -> float:
+    """Seconds from the fault to a new primary before the round fails: the TTL; a dead
+    node's key expires up to a TTL after its last renewal, seen at a standby's next loop."""
+    if fault == "node":
+        return TIMING["ttl"] + 2 * TIMING["loop_wait"] + 5
+    return float(TIMING["ttl"])
+
+
+def kill(ha: HaCluster, fault: str, i: int) -> None:
+    """The fault on node ``i``, the primary (:data:`FAULTS`)."""
+    if fault not in FAULTS:
+        raise ValueError(f"no fault {fault!r}; one of {', '.join(FAULTS)}")
+    if fault == "node":
+        ha.stop_process(f"node{i + 1}", signal.SIGKILL)
+    ha.kill_postmaster(i)
+
+
+def run(
+    ha: HaCluster,
+    rounds: int,
+    clients: int,
+    seconds: int,
+    out: Path,
+    fault: str = "postmaster",
+) -> list[BenchRound]:
     leader = ha.index(ha.wait_healthy())
     with ha.connect(leader) as c:
         if not c.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DB,)).fetchone():
@@ -100,14 +135,16 @@ def run(ha: HaCluster, rounds: int, clients: int, seconds: int, out: Path) -> li
         )
         time.sleep(2)
         t0 = time.monotonic()
-        ha.kill_postmaster(leader)
+        kill(ha, fault, leader)
         new, to_primary, to_commit = ha.wait_new_primary(
-            old, t0, TIMING["ttl"], DB, "INSERT INTO probe (at) VALUES (clock_timestamp())"
+            old, t0, limit_of(fault), DB, "INSERT INTO probe (at) VALUES (clock_timestamp())"
         )
         load.wait(60)
+        if fault == "node":
+            ha.start_node(leader)  # the node comes back: its Patroni rejoins it
         leader = ha.index(new)
         after, _ = tps(ha, leader, clients, seconds)
-        done.append(BenchRound(n, old, new, before, after, lag, to_primary, to_commit))
+        done.append(BenchRound(n, old, new, before, after, lag, to_primary, to_commit, fault))
         ha.wait_healthy()
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps([asdict(r) for r in done], indent=2) + "\n")
@@ -127,5 +164,8 @@ def table(rounds: list[BenchRound]) -> list[str]:
         )
     if rounds:
         med = statistics.median(r.to_commit for r in rounds)
-        lines.append(f"\nmedian of {len(rounds)}: first commit {med:.1f} s after the kill")
+        faults = ", ".join(sorted({r.fault for r in rounds}))
+        lines.append(
+            f"\nmedian of {len(rounds)}: first commit {med:.1f} s after the kill ({faults})"
+        )
     return lines
