@@ -448,7 +448,7 @@ class HaCluster:
                 and (nodes < 2 or sync or not self.needs_sync)
             ):
                 return str(leader[0]["name"])
-            for i in range(MEMBERS):
+            for i in range(nodes):  # those started so far (a stale pid of a later one: no)
                 key = f"node{i + 1}"
                 if key in self.pids and not self.running(key):
                     raise HaError(
@@ -471,10 +471,17 @@ class HaCluster:
 
     # ---- the commands
 
+    def bootstrapped(self) -> bool:
+        """Whether a node has a data directory already (a cluster started before)."""
+        return any((Path(d) / "PG_VERSION").exists() for d in self.spec.datadirs)
+
     def up(self, timeout: float = NODE_START_TIMEOUT) -> str:
-        """Start etcd (waits for its quorum), then the Patroni nodes one after the other
-        (the first bootstraps: initdb; the others clone it with pg_basebackup); returns
-        the leader once every node runs."""
+        """Start etcd (waits for its quorum), then the Patroni nodes: a new cluster's one
+        after the other (the first bootstraps: initdb; the others clone it with
+        pg_basebackup), an existing cluster's all at once (after a ``down`` only the node
+        that was leader last, or its synchronous standby, may take the lead: Patroni's
+        synchronous mode; waiting for node1 alone could wait for ever); returns the leader
+        once every node runs."""
         osuser.ensure_server_user()
         auth.pgpass_file()  # for clients over TCP: PGPASSFILE
         osuser.ensure_dir(ha_root())
@@ -483,15 +490,29 @@ class HaCluster:
         for i in range(MEMBERS):
             self.start_etcd(i)
         self.wait_etcd()
+        if self.bootstrapped():
+            for i in range(MEMBERS):
+                self.start_node(i)
+            return self.wait_healthy(timeout)
         for i in range(MEMBERS):
             self.start_node(i)
             self.wait_healthy(timeout, nodes=i + 1)
         return self.wait_healthy(timeout)
 
+    def stop_order(self, leader: str | None) -> list[int]:
+        """The nodes in the order :meth:`down` stops them: the leader last. Stopped first,
+        its Patroni would give the key up and a standby whose Patroni still runs would
+        promote (a new timeline) just before being stopped itself."""
+        names = self.spec.node_names()
+        return [i for i, n in enumerate(names) if n != leader] + [
+            i for i, n in enumerate(names) if n == leader
+        ]
+
     def down(self) -> list[str]:
-        """Stop every Patroni (each stops its PostgreSQL, fast) and then etcd."""
+        """Stop every Patroni (each stops its PostgreSQL, fast), the leader last, and then
+        etcd."""
         stopped = []
-        for i in range(MEMBERS):
+        for i in self.stop_order(self.leader()):
             if self.stop_process(f"node{i + 1}"):
                 stopped.append(f"node{i + 1}")
         for i in range(MEMBERS):

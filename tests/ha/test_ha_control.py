@@ -72,3 +72,30 @@ def test_ha_check_runs_by_default_in_a_task_of_its_own() -> None:
     assert "ha" not in registry.select(None, quick=True)[0]
     order = runner.lane_order([("once", runner.ONCE_NEXT), ("ha", 200.0), ("cfg", 300.0)])
     assert order == ["once", "cfg", "ha"]
+
+
+def test_down_stops_the_leader_last(home: Path) -> None:
+    ha = control.HaCluster(control.new_spec("d", "nvm_se2", "release", None, port_start=6400))
+    assert ha.stop_order("node1") == [1, 2, 0]
+    assert ha.stop_order("node2") == [0, 2, 1]
+    assert ha.stop_order(None) == [0, 1, 2]
+
+
+def test_waiting_for_the_first_nodes_ignores_a_later_nodes_stale_pid(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second ``up``: node2's pid of the last run is dead, node2 not started yet."""
+    import os
+
+    ha = control.HaCluster(control.new_spec("w", "nvm_se2", "release", None, port_start=6500))
+    ha.pids = {"node1": os.getpid(), "node2": 2**22 + 12345}
+    calls: list[int] = []
+
+    def members() -> list[dict[str, str]]:  # not healthy at the first look, then a leader
+        calls.append(1)
+        return [{"name": "node1", "role": "leader", "state": "running"}] if len(calls) > 1 else []
+
+    monkeypatch.setattr(ha, "members", members)
+    assert ha.wait_healthy(timeout=5, nodes=1) == "node1"
+    with pytest.raises(HaError, match="node2's Patroni exited"):
+        ha.wait_healthy(timeout=2, nodes=2)
