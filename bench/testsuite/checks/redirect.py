@@ -20,6 +20,9 @@ restarted (cold buffers). Then, with ``pgnvm_stats`` read before and after:
   redirected, and some redirected buffer must lie beyond the kept chunks (else the path
   was not taken).
 
+* ``pg_prewarm`` (buffer mode) of half a pool's worth of the evicted table must redirect
+  every block it loads in se2 (patch 0023: prewarming spends no DRAM on page copies).
+
 * (every engine) the AIO subsystem's debug messages, whose level patch 0022 tests before
   calling errstart(), still reach the client with client_min_messages = debug3 and the
   server log with log_min_messages = debug3, and neither without.
@@ -211,6 +214,25 @@ def _aio_debug_messages(env: EngineEnv, c: psycopg.Connection[Any], id_array: st
     return f"AIO debug messages: {to_client} to the client, {in_log} to the log, 0 unasked"
 
 
+def _prewarm(engine: str, c: psycopg.Connection[Any], sb: int) -> str:
+    """Part 4 (patch 0023): ``pg_prewarm`` in buffer mode only reads, so in se2 it
+    redirects the blocks it loads (verified, no copy) like a scan, and nowhere else."""
+    c.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+    c.execute(f"SELECT pg_buffercache_evict_relation('{TABLE}')")
+    nblocks = sb // nvmstats.BLCKSZ // 2  # fits in shared_buffers beside the index
+    before = counters.read_counters(c)
+    loaded = c.execute(
+        f"SELECT pg_prewarm('{TABLE}', 'buffer', 'main', 0, %s)", (nblocks - 1,)
+    ).fetchone()[0]  # type: ignore[index]
+    d = counters.delta(before, counters.read_counters(c))
+    if loaded != nblocks:
+        raise CheckFailed(f"pg_prewarm loaded {loaded} blocks, asked for {nblocks}")
+    redirected = sum(b.redirected for b in nvmstats.relation_buffers(c, TABLE))
+    if engine != "se2" and nvmstats.redirected_anywhere(c):
+        raise CheckFailed(f"{engine}: some shared buffer is redirected after pg_prewarm")
+    return expect_redirects(engine, "pg_prewarm (buffer)", loaded, d, redirected)
+
+
 def _set(c: psycopg.Connection[Any], settings: dict[str, str]) -> None:
     for k, v in settings.items():
         c.execute(f"SET {k} = '{v}'")
@@ -311,6 +333,7 @@ def redirect(env: EngineEnv, limit: float) -> str:
                 "in redirected buffers"
             )
         c.execute("RESET ALL")
+        notes.append(_prewarm(env.engine, c, sb))
         notes.append(_aio_debug_messages(env, c, id_array))
         c.execute(f"DROP TABLE {TABLE}")
     cfg = env.config
