@@ -277,7 +277,7 @@ def test_help_names_the_configurations(capsys: pytest.CaptureFixture) -> None:
             assert name in out, name
     assert (
         "Default: nvm_base_worker, nvm_base_walpmem, nvm_se1, nvm_se1_pmem, plus nvm_se2, "
-        "nvm_se2_inline, nvm_se2_m1, nvm_se2_pmem" in out
+        "nvm_se2_inline, nvm_se2_m1, nvm_se2_pmem, nvm_se2_slots" in out
     )
 
 

@@ -20,6 +20,7 @@ NAMES = (
     "nvm_base_io_uring",
     "nvm_se1",
     "nvm_se2",
+    "nvm_se2_slots",
     "nvm_se2_inline",
     "nvm_se2_m1",
     "nvm_se2_m2",
@@ -101,6 +102,7 @@ def test_job_defaults() -> None:
         "nvm_base_io_uring",
         "nvm_base_wholedb",
         "nvm_se2_wholedb",
+        "nvm_se2_slots",
     )
     assert tpch.DEFAULT_CONFIGS == tuple(
         n for n in NAMES if n not in wal_pmem and n not in tpch.BY_NAME_ONLY
@@ -126,6 +128,7 @@ def test_job_defaults() -> None:
         "nvm_se2_inline",
         "nvm_se2_m1",
         "nvm_se2_pmem",
+        "nvm_se2_slots",
     )
     for job in (tpch.job(), micro.job(), test_settings.job(), test_settings.job(quick=True)):
         assert selection.select(job).names == list(job.all_defaults)

@@ -389,7 +389,7 @@ def test_why_table_covers_every_check_and_default_configuration() -> None:
     assert ["nvm_" + h for h in head[1:]] == list(TEST_DEFAULTS), head
     own = [g.name for g in registry.GLOBAL_CHECKS if g.name in registry.OWN_TASK]
     assert [r[0] for r in rows] == [c.name for c in registry.ENGINE_CHECKS] + own
-    codes = {"ref", "eng", "wal", "dat", "pf", "ctl", "skip"}
+    codes = {"ref", "eng", "wal", "dat", "pf", "ctl", "hyb", "skip"}
     for r in rows:
         assert len(r) == len(head), r
         for cell in r[1:]:

@@ -47,6 +47,7 @@ def test_default_configs_add_se2s_variants(monkeypatch: pytest.MonkeyPatch) -> N
         "nvm_se2_inline",
         "nvm_se2_m1",
         "nvm_se2_pmem",
+        "nvm_se2_slots",
     ]
     assert sel.notes == {"nvm_se2": "yes"}
     assert seen[0] == ("nvm_se2", settings.BASE_SETTINGS)
@@ -55,7 +56,9 @@ def test_default_configs_add_se2s_variants(monkeypatch: pytest.MonkeyPatch) -> N
     sel = selection.select(settings.job()).judge(Path("/x"), say=said.append)
     assert sel.names == ["nvm_base_worker", "nvm_base_walpmem", "nvm_se1", "nvm_se1_pmem"]
     assert sel.notes == {"nvm_se2": "NO: no se2"}
-    assert said[0].startswith("nvm_se2, nvm_se2_inline, nvm_se2_m1, nvm_se2_pmem not in the")
+    assert said[0].startswith(
+        "nvm_se2, nvm_se2_inline, nvm_se2_m1, nvm_se2_pmem, nvm_se2_slots not in the"
+    )
     # the test harness runs what the build refuses: its setup fails, with the reason
     assert [c.name for c in sel.wanted] == sel.names and sel.run == []
     assert "configuration nvm_se1 is not available, its checks fail: no se2" in said

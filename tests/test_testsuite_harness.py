@@ -42,6 +42,7 @@ def test_select_everything_by_default() -> None:
         "mapping_limits",
         "prefetch_lifecycle",
         "stress",
+        "slots",
         "crash",
         "powerloss",
         "wal_pmem",
@@ -296,11 +297,17 @@ def test_tap_recovery_runs_once_per_distinct_recovery_path() -> None:
     through libpmem2) with se2; variants that change nothing recovery does are skipped with
     the configuration that covers them named."""
     from bench.core import configs
+    from bench.testsuite import registry
     from bench.testsuite import settings as test_settings
     from bench.testsuite.checks.pgsuites import tap_recovery_skip
 
     defaults = (*test_settings.DEFAULT_CONFIGS, *test_settings.WITH_SE2)
-    runs = {n for n in defaults if tap_recovery_skip(configs.BY_NAME[n]) is None}
+    runs = {
+        n
+        for n in defaults
+        if tap_recovery_skip(configs.BY_NAME[n]) is None
+        and "tap_recovery" in registry.CONFIG_CHECKS.get(n, ("tap_recovery",))
+    }
     assert runs == {"nvm_base_worker", "nvm_se1", "nvm_se2", "nvm_se2_m1", "nvm_se2_pmem"}
     why = tap_recovery_skip(configs.BY_NAME["nvm_base_walpmem"])
     assert why is not None and "nvm_data_persist = pmem" in why
@@ -356,3 +363,17 @@ def test_lanes_take_the_reference_then_the_checks_run_once_then_the_longest() ->
         "nvm_se2",
         "nvm_se2_inline",
     ]
+
+
+def test_hybrid_pool_configuration_runs_only_its_checks() -> None:
+    """nvm_se2_slots costs test time only for what exercises se2's hybrid pool (issue 22's
+    list and ``slots``), unless ``--only`` names checks; the others run everything."""
+    _, checks = registry.select(None)
+    mine = [c.name for c in registry.checks_for("nvm_se2_slots", checks, named=False)]
+    assert mine == ["checksum", "differential", "redirect", "cow", "stress", "slots", "crash"]
+    named = registry.checks_for("nvm_se2_slots", checks[:3], named=True)
+    assert [c.name for c in named] == [c.name for c in checks[:3]]
+    assert registry.checks_for("nvm_se2", checks, named=False) == checks
+    from bench.core import configs
+
+    assert set(registry.CONFIG_CHECKS) <= set(configs.NAMES)

@@ -88,6 +88,12 @@ class Config:
         return self.settings.get("nvm_data_persist", "fsync") == "pmem"
 
     @property
+    def hybrid_pool(self) -> bool:
+        """se2's hybrid pool: buffer descriptors apart from the DRAM slots
+        (``nvm_buffer_descriptors``; shared_buffers is then the slots)."""
+        return self.settings.get("nvm_buffer_descriptors", "0") not in ("0", "")
+
+    @property
     def is_reference(self) -> bool:
         """Stock base without extra settings: the answers the others must give."""
         return self.name == REFERENCE
@@ -139,6 +145,17 @@ CONFIGS: tuple[Config, ...] = (
         "nvm",
         "SE2: zero-copy, buffers point into the mapping",
         dict(_WORKER),
+    ),
+    Config(
+        "nvm_se2_slots",
+        "se2",
+        "nvm",
+        "SE2 with the hybrid pool: 16 MB of DRAM slots for copied pages (shared_buffers) and "
+        "4x as many buffer descriptors (nvm_buffer_descriptors = 64MB), so that redirected "
+        "buffers take no DRAM and copies are demoted or evicted under DRAM pressure (the "
+        "test configuration of issue 22's design)",
+        {**_WORKER, "nvm_buffer_descriptors": "64MB"},
+        shared_buffers="16MB",
     ),
     Config(
         "nvm_se2_inline",

@@ -20,6 +20,7 @@ from bench.core import configs, osuser, paths
 from bench.core.configs import AVAILABLE, Config, Verdict
 from bench.core.server import Server
 from bench.testsuite import errmatch, proc
+from bench.testsuite.model import CheckFailed
 from bench.testsuite.settings import BASE_SETTINGS, FLAVOUR
 
 #: the first port of the test clusters; ``$PGNVM_TEST_PORT_BASE`` moves it (a run inside
@@ -245,6 +246,31 @@ class EngineEnv:
 
     def log_problems_since(self, offset: int) -> list[str]:
         return errmatch.log_problems(self.server.log_since(offset))
+
+    def refused_start(self, settings: dict[str, str], want: str) -> None:
+        """The server must refuse to start with ``settings`` on top of its own, with a FATAL
+        saying ``want`` and nothing worse in the log; it is started again as it was.
+        Raises :class:`CheckFailed` otherwise."""
+        offset = self.server.log_offset()
+        try:
+            with self.server.temporary(settings):
+                self.server.cluster.stop("fast")
+                try:
+                    self.server.cluster.start()
+                except clu.ClusterError:
+                    pass
+                else:
+                    raise CheckFailed(f"the server started with {settings}")
+                log = self.server.log_since(offset)
+        finally:
+            if not self.server.cluster.is_running():
+                self.server.cluster.start()
+        fatal = next((ln for ln in log.splitlines() if "FATAL:" in ln), "")
+        if want not in fatal:
+            raise CheckFailed(f"expected a FATAL saying {want!r}, got:\n{log[-1500:]}")
+        problems = errmatch.log_problems(log)
+        if problems:
+            raise CheckFailed(f"log after the refused start: {problems}")
 
     # ---- client tools
 

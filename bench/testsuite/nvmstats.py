@@ -1,6 +1,7 @@
 """contrib/pgnvm from the checks: redirected buffers of a relation (``pgnvm_buffers()``
 joined with ``pg_buffercache``), the bytes of a block in the relation's file, and the
-backend's prefetch pool as a typed value. The counters themselves are read by
+backend's prefetch pool as a typed value, the buffer pool's descriptors and slots
+(``pgnvm_pool()``). The counters themselves are read by
 :mod:`bench.core.counters`."""
 
 from __future__ import annotations
@@ -53,6 +54,24 @@ def redirected_anywhere(conn: psycopg.Connection[Any]) -> int:
     """How many shared buffers are redirected, whatever relation they hold."""
     row = conn.execute("SELECT count(*) FROM pgnvm_buffers() WHERE redirected").fetchone()
     return int(row[0]) if row else 0
+
+
+def read_pool(c: psycopg.Connection[Any]) -> dict[str, int]:
+    """One row of ``pgnvm_pool()`` as {column: value} (``hybrid`` as 0/1)."""
+    cur = c.execute("SELECT * FROM pgnvm_pool()")
+    row = cur.fetchone()
+    assert row is not None and cur.description is not None
+    return {d.name: int(v) for d, v in zip(cur.description, row, strict=True)}
+
+
+def pool_violations(p: dict[str, int]) -> list[str]:
+    """What a reading of ``pgnvm_pool()`` taken at any time must not show: a redirected
+    buffer holding a slot, slot maps that disagree, more slots in use than the budget."""
+    bad = [f"{k} = {p[k]}" for k in ("redirected_with_slot", "slot_map_mismatches") if p[k]]
+    for k in ("slots_in_use", "slots_in_use_peak"):
+        if p[k] > p["slots"]:
+            bad.append(f"{k} = {p[k]} > slots = {p['slots']}")
+    return bad
 
 
 def block_bytes(path: Path, block: int) -> bytes:

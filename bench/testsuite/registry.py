@@ -50,6 +50,12 @@ ENGINE_CHECKS: tuple[CheckDef, ...] = (
         "se2 prefetch helper threads survive cancel/timeout/FATAL/exit, follow the settings",
     ),
     CheckDef("stress", 6 * 60, "concurrent writers/readers/VACUUM; digest = base's", True),
+    CheckDef(
+        "slots",
+        5 * 60,
+        "se2's hybrid pool under writes: slots within the budget, none for redirected "
+        "buffers, none lost (nvm_buffer_descriptors refused in base/se1)",
+    ),
     CheckDef("crash", 10 * 60, "kill -9 under load; acknowledged commits survive"),
     CheckDef(
         "powerloss",
@@ -152,6 +158,31 @@ NOT_QUICK: dict[str, str] = {
 #: is shown to pass reliably (``ha`` joined the default run after 4 passes in a row, one
 #: beside ``crash`` in the other lane).
 OPT_IN: tuple[str, ...] = ()
+
+
+#: Configurations that run only these engine checks unless ``--only`` names others: what
+#: they exist for, without the test time of every suite (a full run stays well under 40
+#: minutes). ``nvm_se2_slots``: se2's hybrid pool, issue 22's list plus ``slots``.
+CONFIG_CHECKS: dict[str, tuple[str, ...]] = {
+    "nvm_se2_slots": (
+        "checksum",
+        "differential",
+        "redirect",
+        "cow",
+        "stress",
+        "slots",
+        "crash",
+    ),
+}
+
+
+def checks_for(config: str, checks: list[CheckDef], named: bool) -> list[CheckDef]:
+    """The engine checks ``config`` runs of ``checks``: all of them if they were ``named``
+    (``--only``), else those :data:`CONFIG_CHECKS` gives it (all for the others)."""
+    keep = CONFIG_CHECKS.get(config)
+    if named or keep is None:
+        return checks
+    return [c for c in checks if c.name in keep]
 
 
 def select(only: list[str] | None, quick: bool = False) -> tuple[list[str], list[CheckDef]]:

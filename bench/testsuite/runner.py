@@ -42,6 +42,7 @@ from bench.testsuite.checks.prefetch_check import prefetch_check
 from bench.testsuite.checks.prefetch_lifecycle import prefetch_lifecycle
 from bench.testsuite.checks.pytest_check import pytest_check
 from bench.testsuite.checks.redirect import redirect
+from bench.testsuite.checks.slots import slots
 from bench.testsuite.checks.storagebench_check import storagebench_check
 from bench.testsuite.checks.strace_check import strace
 from bench.testsuite.checks.stress import stress
@@ -78,6 +79,7 @@ CHECK_FUNCS: dict[str, CheckFunc] = {
     "mapping_limits": mapping_limits,
     "prefetch_lifecycle": prefetch_lifecycle,
     "stress": stress,
+    "slots": slots,
     "crash": crash,
     "powerloss": powerloss_check,
     "wal_pmem": wal_pmem,
@@ -235,8 +237,10 @@ def _plan(
     chosen: selection.Selection,
     checks: list[registry.CheckDef],
     global_checks: list[str],
+    named: bool = False,
 ) -> list[lanes.Task]:
-    """The run's tasks in the order the lanes take them (:func:`lane_order`)."""
+    """The run's tasks in the order the lanes take them (:func:`lane_order`); each
+    configuration runs :func:`registry.checks_for` of ``checks`` (all if ``named``)."""
     tasks: list[tuple[float, lanes.Task]] = []
     if checks:
         cfgs = chosen.wanted  # refused ones too: their setup fails, with the reason
@@ -246,8 +250,9 @@ def _plan(
             port = pick_port(PORT_BASE, ports)
             ports.add(port)
             env = EngineEnv(run, cfg, port, chosen.verdict(cfg.name))
-            first = REFERENCE_FIRST if cfg.is_reference else _estimate(cfg, checks)
-            tasks.append((first, lanes.Task(cfg.name, _config_task(env, checks))))
+            mine = registry.checks_for(cfg.name, checks, named)
+            first = REFERENCE_FIRST if cfg.is_reference else _estimate(cfg, mine)
+            tasks.append((first, lanes.Task(cfg.name, _config_task(env, mine))))
     own = [g for g in global_checks if g in registry.OWN_TASK]
     for g in own:
         tasks.append((registry.OWN_TASK[g], lanes.Task(g, _global_task([g], run))))
@@ -446,7 +451,7 @@ def _run_tests(opts: Options) -> int:
             )
             for line in storage.root_lines(kind=root):
                 ui.info(line)
-            tasks = _plan(run, chosen, checks, global_checks)
+            tasks = _plan(run, chosen, checks, global_checks, named=bool(opts.only))
             lanes_n = max(1, min(opts.jobs, len(tasks)))
             if lanes_n > 1:
                 ui.info(

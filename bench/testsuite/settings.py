@@ -42,9 +42,16 @@ DEFAULT_CONFIGS: tuple[str, ...] = (
     "nvm_se1",
     "nvm_se1_pmem",
 )
-#: run by default when the built server accepts se2: se2, its prefetch variants, and se2
-#: with the PMem write path (WAL and data through libpmem2)
-WITH_SE2: tuple[str, ...] = ("nvm_se2", "nvm_se2_inline", "nvm_se2_m1", "nvm_se2_pmem")
+#: run by default when the built server accepts se2: se2, its prefetch variants, se2
+#: with the PMem write path (WAL and data through libpmem2), and se2's hybrid pool (only
+#: the checks of :data:`bench.testsuite.registry.CONFIG_CHECKS`)
+WITH_SE2: tuple[str, ...] = (
+    "nvm_se2",
+    "nvm_se2_inline",
+    "nvm_se2_m1",
+    "nvm_se2_pmem",
+    "nvm_se2_slots",
+)
 
 
 #: ``--quick``: one configuration per engine (the reference first), se2 with helpers

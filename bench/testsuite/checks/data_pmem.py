@@ -32,8 +32,6 @@ import signal
 import time
 from typing import Any
 
-from bench.core import cluster as clu
-from bench.testsuite import errmatch
 from bench.testsuite.checks.strace_check import ptrace_scope, relation_calls, wait_attached
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.model import CheckFailed, CheckSkipped
@@ -237,27 +235,10 @@ def _granularity(env: EngineEnv) -> str:
 
 def _refused(env: EngineEnv) -> str:
     """nvm_data_persist = pmem with base: the server does not start, with a clear FATAL."""
-    offset = env.server.log_offset()
-    try:
-        with env.server.temporary({"nvm_data_persist": "pmem"}):
-            env.server.cluster.stop("fast")
-            try:
-                env.server.cluster.start()
-            except clu.ClusterError:
-                pass
-            else:
-                raise CheckFailed("the server started with nvm_data_persist = pmem and base")
-            log = env.server.log_since(offset)
-    finally:
-        if not env.server.cluster.is_running():
-            env.server.cluster.start()
-    want = '"nvm_data_persist" = pmem requires "nvm_storage_engine" se1 or se2'
-    fatal = next((ln for ln in log.splitlines() if "FATAL:" in ln), "")
-    if want not in fatal:
-        raise CheckFailed(f"expected a FATAL saying {want!r}, got:\n{log[-1500:]}")
-    problems = errmatch.log_problems(log)
-    if problems:
-        raise CheckFailed(f"log after the refused start: {problems}")
+    env.refused_start(
+        {"nvm_data_persist": "pmem"},
+        '"nvm_data_persist" = pmem requires "nvm_storage_engine" se1 or se2',
+    )
     return "base with nvm_data_persist = pmem refused at start (FATAL)"
 
 

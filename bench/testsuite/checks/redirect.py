@@ -136,8 +136,10 @@ def _wide_pool(env: EngineEnv) -> str:
         want = c.execute(f"SELECT count(*), sum(length(pad)) FROM {WIDE_TABLE}").fetchone()
     if pages < VIEW_CHUNKS_KEPT * VIEW_CHUNK + VIEW_CHUNK:
         raise CheckFailed(f"{WIDE_TABLE} has {pages} heap pages, too few for part 3")
+    # the hybrid pool: descriptors are what views are kept for, not the slots
+    wide = "nvm_buffer_descriptors" if env.config.hybrid_pool else "shared_buffers"
     try:
-        with env.server.temporary({"shared_buffers": WIDE_SB}):
+        with env.server.temporary({wide: WIDE_SB}):
             env.server.restart()  # cold, and wider than the kept chunks
             with env.server.connect() as c:
                 nvmstats.ensure_extensions(c)
@@ -233,6 +235,23 @@ def _prewarm(engine: str, c: psycopg.Connection[Any], sb: int) -> str:
     return expect_redirects(engine, "pg_prewarm (buffer)", loaded, d, redirected)
 
 
+def _no_slot_when_redirected(c: psycopg.Connection[Any], redirected: int) -> str:
+    """se2's hybrid pool after the index scan: redirected buffers hold no slot (H1), the
+    slot maps agree, and the slots in use stay within the budget (``pgnvm_pool()``)."""
+    p = nvmstats.read_pool(c)
+    bad = nvmstats.pool_violations(p)
+    if bad:
+        raise CheckFailed(f"hybrid pool after the index scan: {'; '.join(bad)}; {p}")
+    if p["redirected"] < redirected:
+        raise CheckFailed(
+            f"pgnvm_pool() counts {p['redirected']} redirected, the table has {redirected}"
+        )
+    return (
+        f"hybrid pool: {p['redirected']} redirected buffers hold no slot, "
+        f"{p['slots_in_use']} of {p['slots']} slots in use"
+    )
+
+
 def _set(c: psycopg.Connection[Any], settings: dict[str, str]) -> None:
     for k, v in settings.items():
         c.execute(f"SET {k} = '{v}'")
@@ -241,6 +260,7 @@ def _set(c: psycopg.Connection[Any], settings: dict[str, str]) -> None:
 def redirect(env: EngineEnv, limit: float) -> str:
     rng = random.Random(f"{env.run.seed}:redirect")
     with env.server.connect() as c:
+        # the DRAM for pages (the slots, in se2's hybrid pool)
         sb = c.execute(
             "SELECT setting::bigint * 8192 FROM pg_settings WHERE name = 'shared_buffers'"
         ).fetchone()[0]  # type: ignore[index]
@@ -332,6 +352,8 @@ def redirect(env: EngineEnv, limit: float) -> str:
                 f"index scan: only {redirected} of the {heap_blocks} heap blocks fetched are "
                 "in redirected buffers"
             )
+        if env.config.hybrid_pool:
+            notes.append(_no_slot_when_redirected(c, redirected))
         c.execute("RESET ALL")
         notes.append(_prewarm(env.engine, c, sb))
         notes.append(_aio_debug_messages(env, c, id_array))

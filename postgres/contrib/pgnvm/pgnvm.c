@@ -9,7 +9,8 @@
  * which shared buffers are redirected (se2), to be joined with
  * pg_buffercache on bufferid; pgnvm_prefetch() describes the calling
  * process's prefetch helper threads; pgnvm_wal() (1.2) how WAL is written
- * (nvm_wal, access/nvm_wal.h).
+ * (nvm_wal, access/nvm_wal.h); pgnvm_pool() (1.6) the buffer pool's
+ * descriptors and DRAM slots (se2's hybrid pool, storage/nvm_slots.h).
  *
  * Portions Copyright (c) 2026, pgnvm developers
  *
@@ -29,6 +30,7 @@
 #include "storage/bufmgr.h"
 #include "storage/nvm_buf.h"
 #include "storage/nvm_prefetch.h"
+#include "storage/nvm_slots.h"
 #include "storage/nvm_smgr.h"
 #include "storage/nvm_stats.h"
 #include "storage/proc.h"
@@ -43,6 +45,7 @@ PG_FUNCTION_INFO_V1(pgnvm_counters);
 PG_FUNCTION_INFO_V1(pgnvm_backend_counters);
 PG_FUNCTION_INFO_V1(pgnvm_buffers);
 PG_FUNCTION_INFO_V1(pgnvm_prefetch);
+PG_FUNCTION_INFO_V1(pgnvm_pool);
 
 /*
  * pgnvm_stats -- the engine and the counters summed over all process slots,
@@ -281,5 +284,44 @@ pgnvm_wal(PG_FUNCTION_ARGS)
 	values[7] = Int64GetDatum((int64) info.mapping_failures);
 	values[8] = Float8GetDatum((double) info.populate_usec / 1000.0);
 
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * pgnvm_pool -- one row: the buffer pool's descriptors (in use, redirected,
+ * copied), its DRAM slots (the budget, in use, the highest use, free) and
+ * the slot clock's work, with two checks of se2's hybrid pool that must
+ * read 0 at any time: redirected buffers that hold a slot (outside a
+ * copy-on-write) and slot maps that disagree.  Without the hybrid pool every
+ * descriptor owns its slot for good (slots = descriptors, all in use).
+ * Scans every descriptor (see NvmPoolScan()).
+ */
+Datum
+pgnvm_pool(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[15];
+	bool		nulls[15] = {0};
+	NvmPoolReport r;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	NvmPoolScan(&r);
+	values[0] = BoolGetDatum(r.hybrid);
+	values[1] = Int64GetDatum(r.descriptors);
+	values[2] = Int64GetDatum(r.descriptors_in_use);
+	values[3] = Int64GetDatum(r.redirected);
+	values[4] = Int64GetDatum(r.copied);
+	values[5] = Int64GetDatum(r.slots);
+	values[6] = Int64GetDatum(r.slots_in_use);
+	values[7] = Int64GetDatum(r.slots_in_use_peak);
+	values[8] = Int64GetDatum(r.slots_free);
+	values[9] = Int64GetDatum(r.slots_held);
+	values[10] = Int64GetDatum(r.redirected_with_slot);
+	values[11] = Int64GetDatum(r.slot_map_mismatches);
+	values[12] = Int64GetDatum(r.demotions);
+	values[13] = Int64GetDatum(r.slot_evictions);
+	values[14] = Int64GetDatum(r.slot_writes);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

@@ -22,11 +22,24 @@ SELECT array_agg(b.counter ORDER BY b.ord) =
        WITH ORDINALITY AS b(counter, value, description, ord);
 SELECT count(*) AS rows_for_no_process FROM pgnvm_backend_counters(0);
 SELECT count(*) AS rows_for_null FROM pgnvm_backend_counters(NULL);
--- one row per shared buffer (shared_buffers is reported in 8kB pages)
-SELECT count(*) = (SELECT setting::int FROM pg_settings WHERE name = 'shared_buffers')
+-- one row per shared buffer (its descriptor: with se2's hybrid pool,
+-- nvm_buffer_descriptors; else shared_buffers, reported in 8kB pages)
+SELECT count(*) = (SELECT descriptors FROM pgnvm_pool()) AND
+       count(*) >= (SELECT setting::int FROM pg_settings WHERE name = 'shared_buffers')
        AS one_row_per_buffer
   FROM pgnvm_buffers();
 SELECT min(bufferid) = 1 AS first_is_1 FROM pgnvm_buffers();
+-- the pool (1.6): shared_buffers is the slots (the DRAM for pages), as many as
+-- descriptors unless the pool is hybrid; slots within the budget, none for a
+-- redirected buffer (se2's hybrid pool), the maps agree
+SELECT hybrid = (current_setting('nvm_buffer_descriptors') <> '0') AS hybrid_matches,
+       slots = (SELECT setting::int FROM pg_settings
+                WHERE name = 'shared_buffers') AS slots_are_shared_buffers,
+       (slots < descriptors) = hybrid AND slots <= descriptors AS slots_within_descriptors,
+       slots_in_use <= slots AND slots_in_use_peak <= slots AS within_budget,
+       redirected_with_slot = 0 AS redirected_hold_no_slot,
+       slot_map_mismatches = 0 AS maps_agree
+  FROM pgnvm_pool();
 -- only se2 redirects
 SELECT current_setting('nvm_storage_engine') = 'se2' OR
        (redirects = 0 AND cow_copies = 0) AS redirects_only_in_se2

@@ -23,6 +23,7 @@
 #include "storage/aio_types.h"
 #include "storage/block.h"
 #include "storage/buf.h"
+#include "storage/nvm_slots.h"
 
 /* bits of NvmBufferFlags[] */
 #define NVM_BUF_REDIRECTED		0x01	/* page is read in place from the file */
@@ -69,29 +70,17 @@ NvmBufferView(Buffer buffer)
 	return chunk ? chunk[(buffer - 1) & (NVM_VIEW_CHUNK - 1)] : NULL;
 }
 
-/* the buffer pool (bufmgr.h), for NvmFollowCopy() and NvmSlotBlock() */
-extern PGDLLIMPORT char *BufferBlocks;
-
 /*
- * se2, the hybrid pool (docs/storage-engines.md, "se2: descriptors without
- * DRAM"): a descriptor's page, when it is in DRAM, lives in a slot of
- * BufferBlocks, NvmSlotOf[buf_id]; NvmSlotOwner[slot] is the inverse.  Both
- * are shared, allocated only in se2 (NULL in base and se1, where slot i is
- * buffer i's, as in stock PostgreSQL).  For now every descriptor owns the
- * slot of its own number from start to shutdown (the identity map).
+ * NvmBufferInvalidated -- the buffer buf_id, whose header spinlock the caller
+ * holds, no longer holds a page (InvalidateBuffer(), InvalidateVictimBuffer()):
+ * it is not redirected, and in the hybrid pool it gives its slot back.
  */
-#define NVM_NO_SLOT		(-1)
-extern PGDLLIMPORT int32 *NvmSlotOf;
-extern PGDLLIMPORT int32 *NvmSlotOwner;
-
-/* the slot's memory of the buffer with descriptor buf_id (it must have one) */
-static inline char *
-NvmSlotBlock(int buf_id)
+static inline void
+NvmBufferInvalidated(int buf_id)
 {
-	int32		slot = likely(NvmSlotOf == NULL) ? buf_id : NvmSlotOf[buf_id];
-
-	Assert(slot != NVM_NO_SLOT);
-	return BufferBlocks + (Size) slot * BLCKSZ;
+	NvmBufferFlags[buf_id] = 0;
+	if (NvmHybridPool)
+		NvmSlotInvalidated(buf_id);
 }
 
 /*

@@ -14,6 +14,8 @@
  *	nvm_data_persist		how blocks written through mappings are made
  *							durable (nvm_smgr.c)
  *	nvm_max_mappings		segment mappings per process (nvm_smgr.c)
+ *	nvm_buffer_descriptors	se2's buffer descriptors apart from the DRAM
+ *							slots, the hybrid pool (storage/nvm_slots.h)
  *	nvm_debug_fail_mappings	for tests: every new mapping fails (nvm_smgr.c)
  *	nvm_prefetch, nvm_prefetch_mapping, nvm_prefetch_distance
  *							se2's prefetching (nvm_prefetch.c)
@@ -58,6 +60,13 @@ extern PGDLLIMPORT const struct config_enum_entry nvm_data_persist_options[];
 /* at most this many segment mappings per process; for tests, fail them */
 extern PGDLLIMPORT int nvm_max_mappings;
 extern PGDLLIMPORT bool nvm_debug_fail_mappings;
+
+/*
+ * se2, the hybrid pool: the number of buffer descriptors (NBuffers), while
+ * shared_buffers is the number of DRAM slots for pages; 0: as many
+ * descriptors as slots, each owning its own (nvm_slots.c)
+ */
+extern PGDLLIMPORT int nvm_buffer_descriptors;
 
 /* values of nvm_prefetch */
 typedef enum NvmPrefetchMode

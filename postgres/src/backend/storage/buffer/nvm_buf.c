@@ -74,10 +74,6 @@
 
 volatile uint8 *NvmBufferFlags = NULL;
 
-/* se2: descriptor -> slot and slot -> descriptor (nvm_buf.h); NULL otherwise */
-int32	   *NvmSlotOf = NULL;
-int32	   *NvmSlotOwner = NULL;
-
 /*
  * Per process, the views: for each pinned redirected buffer whose page this
  * process reads in place, the page's address in this process's mapping.
@@ -113,24 +109,14 @@ static void **SpareChunks[NVM_VIEW_CHUNKS_KEPT];
 static int	NSpareChunks = 0;
 
 
-/* se2's slot maps: NvmSlotOf and NvmSlotOwner, one int32 per buffer each */
-static Size
-nvm_slot_maps_size(void)
-{
-	if (nvm_storage_engine != NVM_ENGINE_SE2)
-		return 0;
-	return mul_size(NBuffers, 2 * sizeof(int32));
-}
-
 /*
  * NvmBufShmemSize -- shared memory of the redirection flags, a byte per
- * shared buffer, and of se2's slot maps (nvm_shmem.c adds it up with
- * pgnvm's other parts).
+ * shared buffer (nvm_shmem.c adds it up with pgnvm's other parts).
  */
 Size
 NvmBufShmemSize(void)
 {
-	return add_size(mul_size(NBuffers, sizeof(uint8)), nvm_slot_maps_size());
+	return mul_size(NBuffers, sizeof(uint8));
 }
 
 /*
@@ -146,18 +132,6 @@ NvmBufShmemInit(void)
 		ShmemInitStruct("pgnvm buffer flags", NBuffers * sizeof(uint8), &found);
 	if (!found)
 		memset((void *) NvmBufferFlags, 0, NBuffers * sizeof(uint8));
-	if (nvm_slot_maps_size() > 0)
-	{
-		NvmSlotOf = ShmemInitStruct("pgnvm slot maps", nvm_slot_maps_size(),
-									&found);
-		NvmSlotOwner = NvmSlotOf + NBuffers;
-		if (!found)
-		{
-			/* every descriptor owns its own slot (the identity map) */
-			for (int i = 0; i < NBuffers; i++)
-				NvmSlotOf[i] = NvmSlotOwner[i] = i;
-		}
-	}
 }
 
 /*
@@ -323,7 +297,7 @@ NvmSkipHintInMapping(const void *ptr)
 	const char *p = (const char *) ptr;
 
 	if (!NvmSe2Active() ||
-		(p >= BufferBlocks && p < BufferBlocks + (Size) NBuffers * BLCKSZ))
+		(p >= BufferBlocks && p < BufferBlocks + (Size) NvmNSlots * BLCKSZ))
 		return false;
 	MyNvmStats->hints_skipped++;
 	return true;
@@ -359,6 +333,7 @@ NvmBufferCow(Buffer buffer)
 	bool		slept = false;
 	PGIOAlignedBlock from_file;
 	char	   *src = NULL;
+	int32		slot = NVM_NO_SLOT; /* hybrid pool: the copy's destination */
 
 	Assert(NvmSe2Active());
 
@@ -409,12 +384,36 @@ NvmBufferCow(Buffer buffer)
 		if (flags & NVM_BUF_COW_RUNNING)
 		{
 			UnlockBufHdr(buf, buf_state);
+			/* no slot of ours may be lost if the wait is interrupted */
+			if (slot != NVM_NO_SLOT)
+			{
+				NvmSlotFree(slot);
+				slot = NVM_NO_SLOT;
+			}
 			ConditionVariableSleep(cv, WAIT_EVENT_BUFFER_IO);
 			slept = true;
 			continue;
 		}
+		if (NvmHybridPool && slot == NVM_NO_SLOT)
+		{
+			/*
+			 * Hybrid pool: a redirected buffer holds no slot; take one now,
+			 * while failing is still allowed (the slot clock may write a
+			 * buffer back, or find none), and look again.
+			 */
+			UnlockBufHdr(buf, buf_state);
+			slot = NvmSlotGet();
+			continue;
+		}
 		Assert(src != NULL);
 		NvmBufferFlags[buffer - 1] = flags | NVM_BUF_COW_RUNNING;
+		if (NvmHybridPool)
+		{
+			/* the copier owns the buffer's slot from here (H1, H2) */
+			Assert(slot != NVM_NO_SLOT);
+			NvmSlotAttach(buffer - 1, slot);
+			slot = NVM_NO_SLOT;
+		}
 		UnlockBufHdr(buf, buf_state);
 
 		/* from here to clearing the flag, nothing may fail */
@@ -425,9 +424,19 @@ NvmBufferCow(Buffer buffer)
 		if (ok)
 			NvmBufferFlags[buffer - 1] = 0;
 		else
+		{
 			NvmBufferFlags[buffer - 1] = NVM_BUF_REDIRECTED;
+			/* still redirected: no slot (H1) */
+			if (NvmHybridPool)
+				slot = NvmSlotDetach(buffer - 1);
+		}
 		UnlockBufHdr(buf, buf_state);
 		ConditionVariableBroadcast(cv);
+		if (slot != NVM_NO_SLOT)
+		{
+			NvmSlotFree(slot);
+			slot = NVM_NO_SLOT;
+		}
 
 		if (!ok)
 		{
@@ -446,6 +455,9 @@ NvmBufferCow(Buffer buffer)
 	}
 	if (slept)
 		ConditionVariableCancelSleep();
+	/* another process copied it: the slot taken for the copy is not needed */
+	if (slot != NVM_NO_SLOT)
+		NvmSlotFree(slot);
 
 	/*
 	 * From now on BufferGetBlock() returns the slot.  This process's cached
@@ -532,6 +544,21 @@ NvmRedirectDone(Buffer buffer, char *page)
 		memcpy(NvmSlotBlock(buffer - 1), page, BLCKSZ);
 		MyNvmStats->mapped_reads++;
 		return;
+	}
+	if (NvmHybridPool)
+	{
+		/*
+		 * Hybrid pool: the read did not use the slot GetVictimBuffer() gave
+		 * the buffer; a redirected buffer holds none (H1).  Nobody else looks
+		 * at it while our I/O is in progress.
+		 */
+		BufferDesc *buf = GetBufferDescriptor(buffer - 1);
+		uint32		buf_state = LockBufHdr(buf);
+		int32		slot = NvmSlotDetach(buffer - 1);
+
+		UnlockBufHdr(buf, buf_state);
+		if (slot != NVM_NO_SLOT)
+			NvmSlotFree(slot);
 	}
 	NvmBufferFlags[buffer - 1] = NVM_BUF_REDIRECTED;
 	nvm_view_set(buffer, page);

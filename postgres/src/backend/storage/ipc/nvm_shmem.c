@@ -10,6 +10,7 @@
  * readers, contrib/pgnvm, find it whatever nvm_storage_engine says):
  *
  *	nvm_buf.c		the redirection flags, a byte per shared buffer (se2)
+ *	nvm_slots.c		the slot maps (se2) and the hybrid pool's free list
  *	nvm_stats.c		the counters, a slot per PGPROC
  *	nvm_verify.c	the write counters behind the helpers' verdicts (se2)
  *	nvm_wal.c		nvm_wal's counters (pgnvm_wal())
@@ -29,6 +30,7 @@
 #include "access/nvm_wal.h"
 #include "storage/nvm_buf.h"
 #include "storage/nvm_shmem.h"
+#include "storage/nvm_slots.h"
 #include "storage/nvm_stats.h"
 #include "storage/nvm_verify.h"
 #include "storage/shmem.h"
@@ -42,6 +44,7 @@ NvmShmemSize(void)
 	Size		size = 0;
 
 	size = add_size(size, NvmBufShmemSize());
+	size = add_size(size, NvmSlotsShmemSize());
 	size = add_size(size, NvmStatsShmemSize());
 	size = add_size(size, NvmVerifyShmemSize());
 	size = add_size(size, NvmWalShmemSize());
@@ -56,6 +59,7 @@ void
 NvmShmemInit(void)
 {
 	NvmBufShmemInit();
+	NvmSlotsShmemInit();
 	NvmStatsShmemInit();
 	NvmVerifyShmemInit();
 	NvmWalShmemInit();

@@ -45,6 +45,9 @@ int			nvm_max_mappings = 256;
 /* for tests: act as if every new mapping failed */
 bool		nvm_debug_fail_mappings = false;
 
+/* se2's buffer descriptors apart from its DRAM slots (0: one per slot) */
+int			nvm_buffer_descriptors = 0;
+
 /* se2's prefetching */
 int			nvm_prefetch = NVM_PREFETCH_OFF;
 char	   *nvm_prefetch_mapping = NULL;

@@ -1,0 +1,178 @@
+"""slots: se2's hybrid pool (``nvm_buffer_descriptors``) keeps the DRAM slots of copied
+pages within the budget under a write-heavy run, gives none to redirected buffers, and
+loses none; base and se1 refuse the setting.
+
+In a configuration with the hybrid pool (``nvm_se2_slots``: 16 MB of slots, 4x as many
+descriptors), a table ~3x the slots is loaded and VACUUMed, then :data:`WRITERS` clients
+update rows chosen at random (seeded; each writer its own rows; every batch touches
+hundreds of pages, each first copied into a slot: copy-on-write under DRAM pressure),
+interleaved with sequential scans (which redirect), while ``pgnvm_pool()`` (contrib/pgnvm
+1.6) is read after every batch a writer finishes (counted, not timed). Every reading must show:
+
+* ``slots_in_use`` and its peak at most ``slots`` (the budget);
+* ``redirected_with_slot`` = 0: no redirected buffer holds a slot (H1; a copy-on-write in
+  progress, which holds its destination, is not counted);
+* ``slot_map_mismatches`` = 0: ``NvmSlotOwner`` agrees with ``NvmSlotOf``.
+
+After the writers (nothing running): every slot is either held or free
+(``slots_in_use + slots_free = slots``: none lost), the descriptors holding one are exactly
+``slots_in_use``, the slot clock ran (``demotions`` grew: DRAM pressure made copies
+redirected again) and more buffers were redirected at some reading than there are slots,
+and the table's sum equals the number of updates made (no update lost to a demotion).
+
+In base and se1 the server refuses to start with ``nvm_buffer_descriptors`` (H9), with a
+FATAL naming the setting. se2 without the setting has nothing to check (skipped).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from dataclasses import dataclass, field
+
+from bench.testsuite import nvmstats
+from bench.testsuite.context import EngineEnv
+from bench.testsuite.model import CheckFailed, CheckSkipped
+
+TABLE = "slots_t"
+SIZE_FACTOR = 3  # table size / slots
+ROW_PAD = 200  # ~40 rows per heap page
+WRITERS = 2
+BATCHES = 25  # per writer
+ROWS_PER_BATCH = 150  # random rows: ~as many pages, each copied
+REFUSED = '"nvm_buffer_descriptors" requires "nvm_storage_engine" = se2'
+
+
+def at_rest(p: dict[str, int]) -> list[str]:
+    """What a reading with nothing running must show: every slot held or free."""
+    bad = nvmstats.pool_violations(p)
+    if p["slots_in_use"] + p["slots_free"] != p["slots"]:
+        bad.append(
+            f"slots lost: {p['slots_in_use']} in use + {p['slots_free']} free != {p['slots']} slots"
+        )
+    if p["slots_held"] != p["slots_in_use"]:
+        bad.append(f"{p['slots_held']} descriptors hold a slot, {p['slots_in_use']} counted")
+    return bad
+
+
+@dataclass
+class Load:
+    """What the writers did and what the readings showed, shared with the threads."""
+
+    updates: int = 0
+    readings: int = 0
+    max_redirected: int = 0
+    errors: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _writer(env: EngineEnv, w: int, rows: int, seed: str, load: Load) -> None:
+    rng = random.Random(f"{seed}:{w}")
+    try:
+        with env.server.connect() as c, env.server.connect() as mon:
+            for b in range(BATCHES):
+                # rows of this writer only (id mod WRITERS): no lock waits, no deadlocks
+                ids = [
+                    w + 1 + WRITERS * i for i in rng.sample(range(rows // WRITERS), ROWS_PER_BATCH)
+                ]
+                n = c.execute(f"UPDATE {TABLE} SET v = v + 1 WHERE id = ANY(%s)", (ids,)).rowcount
+                if b % 5 == 4:
+                    c.execute(f"SELECT count(*) FROM {TABLE}")  # redirects (a ring's worth)
+                p = nvmstats.read_pool(mon)
+                with load.lock:
+                    load.updates += n
+                    load.readings += 1
+                    load.max_redirected = max(load.max_redirected, p["redirected"])
+                    load.errors += [
+                        f"writer {w}, batch {b}: {v}" for v in nvmstats.pool_violations(p)
+                    ]
+    except Exception as e:  # reported by the check, not lost in the thread
+        with load.lock:
+            load.errors.append(f"writer {w}: {type(e).__name__}: {e}")
+
+
+def _hybrid(env: EngineEnv) -> str:
+    with env.server.connect() as c:
+        nvmstats.ensure_extensions(c)
+        p0 = nvmstats.read_pool(c)
+        if not p0["hybrid"] or p0["descriptors"] <= p0["slots"]:
+            raise CheckFailed(f"the configuration's pool is not hybrid: {p0}")
+        rows = p0["slots"] * SIZE_FACTOR * 40
+        c.execute(f"DROP TABLE IF EXISTS {TABLE}")
+        c.execute(
+            f"CREATE TABLE {TABLE} (id int PRIMARY KEY, v bigint NOT NULL, pad text NOT NULL) "
+            "WITH (autovacuum_enabled = off, fillfactor = 90)"
+        )
+        c.execute(
+            f"INSERT INTO {TABLE} SELECT g, 0, repeat('x', {ROW_PAD}) "
+            "FROM generate_series(1, %s) g",
+            (rows,),
+        )
+        c.execute(f"VACUUM (ANALYZE) {TABLE}")
+        pages = c.execute(f"SELECT pg_relation_size('{TABLE}') / 8192").fetchone()[0]  # type: ignore[index]
+        c.execute("CHECKPOINT")
+    if pages < 2 * p0["slots"]:
+        raise CheckFailed(f"{TABLE} has {pages} pages, not over twice the {p0['slots']} slots")
+    env.server.restart()  # cold: every page first read by the load
+    with env.server.connect() as c:
+        before = nvmstats.read_pool(c)
+        # redirect the table into descriptors (beyond the slots) before the writes
+        c.execute("SET max_parallel_workers_per_gather = 0")
+        c.execute("SET enable_seqscan = off")
+        c.execute(f"SELECT count(*), sum(length(pad)) FROM {TABLE} WHERE id > 0")
+        scanned = nvmstats.read_pool(c)
+    load = Load(max_redirected=scanned["redirected"])
+    load.errors += [f"after an index scan: {v}" for v in nvmstats.pool_violations(scanned)]
+    threads = [
+        threading.Thread(target=_writer, args=(env, w, rows, f"{env.run.seed}:slots", load))
+        for w in range(WRITERS)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with env.server.connect() as c:
+        after = nvmstats.read_pool(c)
+        total = c.execute(f"SELECT sum(v) FROM {TABLE}").fetchone()[0]  # type: ignore[index]
+        c.execute(f"DROP TABLE {TABLE}")
+    if load.errors:
+        raise CheckFailed("; ".join(load.errors[:10]))
+    bad = at_rest(after)
+    if bad:
+        raise CheckFailed(f"after the writers: {'; '.join(bad)}; {after}")
+    if total != load.updates:
+        raise CheckFailed(f"sum(v) = {total}, but the writers made {load.updates} updates")
+    demoted = after["demotions"] - before["demotions"]
+    if demoted <= 0:
+        raise CheckFailed(
+            f"the slot clock demoted nothing: no DRAM pressure ({pages} pages, "
+            f"{after['slots']} slots); {after}"
+        )
+    if load.max_redirected <= after["slots"]:
+        raise CheckFailed(
+            f"at most {load.max_redirected} buffers were redirected at once, not more than "
+            f"the {after['slots']} slots: redirected buffers were not beyond the budget"
+        )
+    return (
+        f"{pages} pages, {after['descriptors']} descriptors, {after['slots']} slots; "
+        f"{load.updates} updates by {WRITERS} writers, {load.readings} readings: peak "
+        f"{after['slots_in_use_peak']} slots in use, up to {load.max_redirected} redirected "
+        f"buffers; slot clock: {demoted} demotions, "
+        f"{after['slot_evictions'] - before['slot_evictions']} evictions, "
+        f"{after['slot_writes'] - before['slot_writes']} write-backs; at rest "
+        f"{after['slots_in_use']} in use + {after['slots_free']} free"
+    )
+
+
+def _refused(env: EngineEnv) -> str:
+    """base/se1 with nvm_buffer_descriptors: the server does not start, with a FATAL."""
+    env.refused_start({"nvm_buffer_descriptors": "64MB"}, REFUSED)
+    return f"{env.engine} with nvm_buffer_descriptors refused at start (FATAL)"
+
+
+def slots(env: EngineEnv, limit: float) -> str:
+    if env.engine != "se2":
+        return _refused(env)
+    if not env.config.hybrid_pool:
+        raise CheckSkipped("no hybrid pool in this configuration (nvm_buffer_descriptors)")
+    return _hybrid(env)
