@@ -20,6 +20,21 @@ After the writers (nothing running): every slot is either held or free
 redirected again) and more buffers were redirected at some reading than there are slots,
 and the table's sum equals the number of updates made (no update lost to a demotion).
 
+Two probes run first, each on a fresh table:
+
+* ``zeroed page not demoted``: a block of a checkpointed table is corrupted in the file
+  behind the server (one byte flipped, as the ``checksum`` check does) and read with
+  ``zero_damaged_pages = on``: the buffer holds a zeroed page, valid and clean, that is
+  *not* the file's. An index scan of a table twice the slots, also with
+  ``zero_damaged_pages = on`` (so its reads copy), makes the slot clock take every slot;
+  it must evict that buffer, not demote it (a demoted buffer is read in place, unverified:
+  the damaged bytes). Then a read with ``zero_damaged_pages = off`` must raise stock's
+  ``invalid page in block`` (XX001), as base does once the buffer is evicted.
+* ``bulk read from slots``: a cold sequential scan of a table of twice ``slots / 4``
+  pages (under ``descriptors / 4``) must use a bulk-read ring, as stock does for a table
+  over a quarter of ``shared_buffers``: the threshold is the slots (the DRAM), not the
+  descriptors; afterwards far fewer than the table's pages are in buffers.
+
 In base and se1 the server refuses to start with ``nvm_buffer_descriptors`` (H9), with a
 FATAL naming the setting. se2 without the setting has nothing to check (skipped).
 """
@@ -29,10 +44,14 @@ from __future__ import annotations
 import random
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from bench.testsuite import nvmstats
+from bench.testsuite.checks.checksum import BLCKSZ, flip_byte
 from bench.testsuite.context import EngineEnv
+from bench.testsuite.errmatch import DATA_CORRUPTED
 from bench.testsuite.model import CheckFailed, CheckSkipped
+from bench.testsuite.outcomes import describe, outcome
 
 TABLE = "slots_t"
 SIZE_FACTOR = 3  # table size / slots
@@ -41,6 +60,19 @@ WRITERS = 2
 BATCHES = 25  # per writer
 ROWS_PER_BATCH = 150  # random rows: ~as many pages, each copied
 REFUSED = '"nvm_buffer_descriptors" requires "nvm_storage_engine" = se2'
+ZD_TABLE = "slots_zd"  # the table whose block ZD_BLOCK is corrupted
+ZD_ROWS = 8_000  # ~130 blocks: under slots / 4, read without a ring
+ZD_BLOCK = 7
+PRESSURE = "slots_pressure"  # twice the slots: the slot clock takes every slot
+BULK = "slots_bulk"  # 2 x slots / 4 pages: bulk read by the slots' threshold
+#: a sequential scan from block 0 (not an index-only scan of the frozen table)
+NO_PAR = (
+    "SET max_parallel_workers_per_gather = 0",
+    "SET synchronize_seqscans = off",
+    "SET enable_indexscan = off",
+    "SET enable_indexonlyscan = off",
+    "SET enable_bitmapscan = off",
+)
 
 
 def at_rest(p: dict[str, int]) -> list[str]:
@@ -164,6 +196,109 @@ def _hybrid(env: EngineEnv) -> str:
     )
 
 
+def _fill(c: Any, table: str, rows: int) -> int:
+    """A fresh table of ``rows`` rows of ~ROW_PAD bytes, frozen, analysed, checkpointed and
+    evicted from the buffers; returns its pages."""
+    c.execute(f"DROP TABLE IF EXISTS {table}")
+    c.execute(
+        f"CREATE TABLE {table} (id int PRIMARY KEY, pad text NOT NULL) "
+        "WITH (autovacuum_enabled = off)"
+    )
+    c.execute(
+        f"INSERT INTO {table} SELECT g, repeat('x', {ROW_PAD}) FROM generate_series(1, %s) g",
+        (rows,),
+    )
+    c.execute(f"VACUUM (FREEZE, ANALYZE) {table}")
+    c.execute("CHECKPOINT")
+    c.execute(f"SELECT pg_buffercache_evict_relation('{table}')")
+    return int(c.execute(f"SELECT pg_relation_size('{table}') / {BLCKSZ}").fetchone()[0])  # type: ignore[index]
+
+
+def _zeroed_page(env: EngineEnv, slots: int) -> str:
+    """A page zeroed by ``zero_damaged_pages`` is not the file's: the slot clock evicts
+    it, never demotes it; the next read without the setting raises stock's XX001."""
+    with env.server.connect() as c:
+        _fill(c, ZD_TABLE, ZD_ROWS)
+        pressure = _fill(c, PRESSURE, slots * 2 * 40)
+        relpath = c.execute(f"SELECT pg_relation_filepath('{ZD_TABLE}')").fetchone()[0]  # type: ignore[index]
+        path = env.server.cluster.datadir / relpath
+        offset = ZD_BLOCK * BLCKSZ + BLCKSZ // 2  # tuple data, under the checksum
+        flip_byte(path, offset)
+        try:
+            for sql in NO_PAR:
+                c.execute(sql)
+            c.execute("SET zero_damaged_pages = on")
+            zeroed = c.execute(f"SELECT count(*) FROM {ZD_TABLE} WHERE length(pad) > 0").fetchone()[
+                0
+            ]  # type: ignore[index]
+            held = {b.block: b for b in nvmstats.relation_buffers(c, ZD_TABLE)}
+            if zeroed >= ZD_ROWS or ZD_BLOCK not in held or held[ZD_BLOCK].redirected:
+                raise CheckFailed(
+                    f"zero_damaged_pages: {zeroed} of {ZD_ROWS} rows, block {ZD_BLOCK} "
+                    f"{held.get(ZD_BLOCK)}: expected its rows gone and a copied buffer"
+                )
+            before = nvmstats.read_pool(c)
+            c.execute("SET enable_seqscan = off")
+            c.execute("SET enable_indexscan = on")
+            c.execute(f"SELECT count(*), sum(length(pad)) FROM {PRESSURE} WHERE id > 0")
+            after = nvmstats.read_pool(c)
+            c.execute("RESET ALL")
+            for sql in NO_PAR:
+                c.execute(sql)
+            block = {b.block: b for b in nvmstats.relation_buffers(c, ZD_TABLE)}.get(ZD_BLOCK)
+            taken = (after["demotions"] - before["demotions"]) + (
+                after["slot_evictions"] - before["slot_evictions"]
+            )
+            read = outcome(
+                relpath,
+                lambda: c.execute(
+                    f"SELECT count(*) FROM {ZD_TABLE} WHERE length(pad) > 0"
+                ).fetchall(),
+            )
+        finally:
+            flip_byte(path, offset)
+            c.execute("RESET ALL")
+            c.execute(f"DROP TABLE IF EXISTS {ZD_TABLE}")
+            c.execute(f"DROP TABLE IF EXISTS {PRESSURE}")
+    if taken < slots:
+        raise CheckFailed(
+            f"zeroed page: the slot clock took {taken} slots reading {pressure} pages, "
+            f"not a round of the {slots}: no pressure"
+        )
+    if read.get("sqlstate") != DATA_CORRUPTED or "invalid page in block" not in read["message"]:
+        raise CheckFailed(
+            f"zeroed page: after the slot clock ({taken} slots taken; block {ZD_BLOCK}'s "
+            f"buffer then: {block}), a read with zero_damaged_pages = off gave "
+            f"{describe(read)}, not XX001 'invalid page in block ...' (base's, once evicted)"
+        )
+    return f"zeroed page: evicted, not demoted ({taken} slots taken), then XX001 as base"
+
+
+def _bulk_read(env: EngineEnv, slots: int, descriptors: int) -> str:
+    """A sequential scan of more than slots / 4 pages uses a bulk-read ring."""
+    with env.server.connect() as c:
+        pages = _fill(c, BULK, slots // 2 * 40)
+        try:
+            if not slots // 4 < pages < descriptors // 4:
+                raise CheckFailed(
+                    f"{BULK} has {pages} pages, not between slots / 4 ({slots // 4}) and "
+                    f"descriptors / 4 ({descriptors // 4})"
+                )
+            for sql in NO_PAR:
+                c.execute(sql)
+            c.execute(f"SELECT count(*) FROM {BULK} WHERE length(pad) > 0")
+            kept = len(nvmstats.relation_buffers(c, BULK))
+            c.execute("RESET ALL")
+        finally:
+            c.execute(f"DROP TABLE IF EXISTS {BULK}")
+    if kept > pages // 2:
+        raise CheckFailed(
+            f"bulk read: a cold sequential scan of {pages} pages (> slots / 4 = {slots // 4}) "
+            f"left {kept} of them in buffers: no bulk-read ring (threshold from the descriptors)"
+        )
+    return f"bulk read: {pages} pages scanned, {kept} left in buffers (a ring)"
+
+
 def _refused(env: EngineEnv) -> str:
     """base/se1 with nvm_buffer_descriptors: the server does not start, with a FATAL."""
     env.refused_start({"nvm_buffer_descriptors": "64MB"}, REFUSED)
@@ -175,4 +310,8 @@ def slots(env: EngineEnv, limit: float) -> str:
         return _refused(env)
     if not env.config.hybrid_pool:
         raise CheckSkipped("no hybrid pool in this configuration (nvm_buffer_descriptors)")
-    return _hybrid(env)
+    with env.server.connect() as c:
+        nvmstats.ensure_extensions(c)
+        p0 = nvmstats.read_pool(c)
+    probes = [_zeroed_page(env, p0["slots"]), _bulk_read(env, p0["slots"], p0["descriptors"])]
+    return "; ".join([_hybrid(env), *probes])
