@@ -29,6 +29,9 @@
 #define NVM_BUF_REDIRECTED		0x01	/* page is read in place from the file */
 #define NVM_BUF_COW_RUNNING		0x02	/* a process is copying it into the
 										 * slot */
+#define NVM_BUF_NO_DEMOTE		0x04	/* hybrid pool: the slot's page is not
+										 * the file's verified page (zeroed or
+										 * unverified on read): never demote */
 
 /* shared: one byte per shared buffer; NULL in processes not attached */
 extern PGDLLIMPORT volatile uint8 *NvmBufferFlags;
@@ -120,6 +123,7 @@ extern void NvmBufInitAccess(void);
 extern void *NvmBufferGetBlockSlow(Buffer buffer);
 extern void NvmBufferForgetView(Buffer buffer);
 extern void NvmBufferCow(Buffer buffer);
+extern bool NvmBufferConditionalCow(Buffer buffer);
 extern bool NvmBufferIsRedirected(Buffer buffer);
 extern bool NvmSkipHintInMapping(const void *ptr);
 

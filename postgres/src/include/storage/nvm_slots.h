@@ -88,6 +88,7 @@ extern void NvmSlotsShmemInit(void);
  * the descriptor's header spinlock held
  */
 extern int32 NvmSlotGet(void);
+extern int32 NvmSlotTryGet(void);
 extern void NvmSlotAttach(int buf_id, int32 slot);
 extern int32 NvmSlotDetach(int buf_id);
 extern void NvmSlotFree(int32 slot);
@@ -96,7 +97,11 @@ extern void NvmSlotInvalidated(int buf_id);
 
 extern void NvmPoolScan(NvmPoolReport *report);
 
-/* bufmgr.c (patch 0015): write back a dirty unpinned buffer for the clock */
+/*
+ * bufmgr.c (patch 0015), for the slot clock: write back a dirty unpinned
+ * buffer (conditional content lock), evict a clean unpinned one (no lock)
+ */
 extern bool NvmFlushUnpinnedBuffer(int buf_id);
+extern bool NvmEvictCleanUnpinnedBuffer(int buf_id);
 
 #endif							/* NVM_SLOTS_H */

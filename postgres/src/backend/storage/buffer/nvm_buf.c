@@ -303,6 +303,8 @@ NvmSkipHintInMapping(const void *ptr)
 	return true;
 }
 
+static bool nvm_buffer_cow(Buffer buffer, bool conditional);
+
 /*
  * NvmBufferCow -- copy a redirected buffer's page into its slot and undo the
  * redirection (copy-on-write).
@@ -327,6 +329,27 @@ NvmSkipHintInMapping(const void *ptr)
  */
 void
 NvmBufferCow(Buffer buffer)
+{
+	(void) nvm_buffer_cow(buffer, false);
+}
+
+/*
+ * NvmBufferConditionalCow -- NvmBufferCow() for ConditionalLockBuffer():
+ * in the hybrid pool, when the slot clock finds no slot for the copy (every
+ * owner pinned), return false, for the conditional lock to fail, instead of
+ * raising "no unpinned buffer slots available".  Returns true when the
+ * buffer is no longer redirected (copied by this process or another).
+ * Other failures (the copy faults) still raise an ERROR.
+ */
+bool
+NvmBufferConditionalCow(Buffer buffer)
+{
+	return nvm_buffer_cow(buffer, true);
+}
+
+/* NvmBufferCow(), or with conditional, NvmBufferConditionalCow() */
+static bool
+nvm_buffer_cow(Buffer buffer, bool conditional)
 {
 	BufferDesc *buf = GetBufferDescriptor(buffer - 1);
 	ConditionVariable *cv = BufferDescriptorGetIOCV(buf);
@@ -402,7 +425,14 @@ NvmBufferCow(Buffer buffer)
 			 * buffer back, or find none), and look again.
 			 */
 			UnlockBufHdr(buf, buf_state);
-			slot = NvmSlotGet();
+			slot = conditional ? NvmSlotTryGet() : NvmSlotGet();
+			if (slot == NVM_NO_SLOT)
+			{
+				Assert(conditional);
+				if (slept)
+					ConditionVariableCancelSleep();
+				return false;
+			}
 			continue;
 		}
 		Assert(src != NULL);
@@ -466,6 +496,7 @@ NvmBufferCow(Buffer buffer)
 	 * the page as it was copied), and the mapping must not go away under
 	 * them.
 	 */
+	return true;
 }
 
 /*

@@ -28,10 +28,14 @@
  *   passes over descriptors: it skips pinned ones and those with I/O or a
  *   copy in progress, decrements usage counts, writes back a dirty owner
  *   first (as GetVictimBuffer() does, through NvmFlushUnpinnedBuffer() in
- *   bufmgr.c), and then *demotes* an owner of a main-fork page of a
- *   permanent relation: it becomes redirected, keeping its descriptor, tag
- *   and usage, and its slot is free.  Other owners (FSM, VM, init forks,
- *   unlogged relations) are evicted.
+ *   bufmgr.c, with a conditional content lock), and then *demotes* an owner
+ *   of a main-fork page of a permanent relation: it becomes redirected,
+ *   keeping its descriptor, tag and usage, and its slot is free.  Other
+ *   owners (FSM, VM, init forks, unlogged relations) and pages that are not
+ *   the file's verified bytes (NVM_BUF_NO_DEMOTE: zeroed by
+ *   zero_damaged_pages, or read ignoring a checksum failure) are evicted,
+ *   clean only (NvmEvictCleanUnpinnedBuffer() takes no content lock: its
+ *   holder may be waiting for one the clock's caller holds).
  *
  * Without nvm_buffer_descriptors (and always in base and se1) NvmNSlots =
  * NBuffers, descriptor i owns slot i from start to shutdown, and nothing
@@ -358,22 +362,38 @@ nvm_no_slot(void)
 /*
  * nvm_slot_clock -- take a slot from its owner (H5): the next owner that is
  * unpinned, has no I/O or copy in progress and has usage count 0 (the hand
- * decrements as it passes).  A dirty owner is written back first, a clean
- * owner of a main-fork page of a permanent relation is demoted (it becomes
- * redirected: its bytes are the file's), any other is evicted.  Returns the
- * slot, held by nobody.  Never takes the slot of a pinned buffer, so never
- * that of a buffer its caller serves.  Raises an ERROR, as the descriptor
- * clock does, when a whole round finds every owner pinned.
+ * decrements as it passes).  A dirty owner is written back first (it is
+ * looked at again whether this process wrote it or not: another may have),
+ * a clean owner of a main-fork page of a permanent relation is demoted (it
+ * becomes redirected: its bytes are the file's) unless NVM_BUF_NO_DEMOTE,
+ * any other clean owner is evicted.  The clock never waits for a content
+ * lock: its caller may hold any.  Returns the slot, held by nobody: from the
+ * free list if it has one (looked at again before every owner).  Never
+ * takes the slot of a pinned buffer, so never that of a buffer its caller
+ * serves.  When a whole round finds every owner pinned (or dirty and locked
+ * by others), raises an ERROR, as the descriptor clock does, or with
+ * missing_ok returns NVM_NO_SLOT.
  */
 static int32
-nvm_slot_clock(void)
+nvm_slot_clock(bool missing_ok)
 {
 	int			trycounter = NvmNSlots;
+
+/* one more owner passed over; a whole round of them: no slot to be had */
+#define NVM_CLOCK_PASSED_OVER() \
+	do { \
+		if (--trycounter == 0) \
+		{ \
+			if (missing_ok) \
+				return NVM_NO_SLOT; \
+			nvm_no_slot(); \
+		} \
+	} while (0)
 
 	for (;;)
 	{
 		int32		slot = nvm_slot_pop();
-		bool		wrote = false;
+		bool		tried_write = false;
 
 		/* another process may have given one back meanwhile */
 		if (slot != NVM_NO_SLOT)
@@ -381,18 +401,17 @@ nvm_slot_clock(void)
 
 		slot = pg_atomic_fetch_add_u32(&SlotCtl->hand, 1) % (uint32) NvmNSlots;
 
-		for (;;)				/* this slot, again after writing it back */
+		for (;;)				/* this slot, again after a write-back */
 		{
 			int32		buf_id = NvmSlotOwner[slot];
 			BufferDesc *buf;
 			uint32		buf_state;
-			bool		flushed;
+			uint8		flags;
 
 			if (buf_id == NVM_NO_SLOT)
 			{
 				/* free or changing hands: not ours to take */
-				if (--trycounter == 0)
-					nvm_no_slot();
+				NVM_CLOCK_PASSED_OVER();
 				break;
 			}
 			buf = GetBufferDescriptor(buf_id);
@@ -402,15 +421,15 @@ nvm_slot_clock(void)
 				UnlockBufHdr(buf, buf_state);
 				break;
 			}
+			flags = NvmBufferFlags[buf_id];
 			if (BUF_STATE_GET_REFCOUNT(buf_state) > 0 ||
 				(buf_state & BM_IO_IN_PROGRESS) ||
-				(NvmBufferFlags[buf_id] & NVM_BUF_COW_RUNNING) ||
+				(flags & NVM_BUF_COW_RUNNING) ||
 				((buf_state & BM_TAG_VALID) && !(buf_state & BM_VALID)))
 			{
 				/* in use; or a failed read's, which its next reader needs */
 				UnlockBufHdr(buf, buf_state);
-				if (--trycounter == 0)
-					nvm_no_slot();
+				NVM_CLOCK_PASSED_OVER();
 				break;
 			}
 			if (!(buf_state & BM_TAG_VALID))
@@ -430,24 +449,29 @@ nvm_slot_clock(void)
 			if (buf_state & BM_DIRTY)
 			{
 				UnlockBufHdr(buf, buf_state);
-				if (!wrote && NvmFlushUnpinnedBuffer(buf_id))
+				if (tried_write)
 				{
-					pg_atomic_fetch_add_u64(&SlotCtl->writes, 1);
-					wrote = true;
-					continue;	/* clean now, unless dirtied again */
+					/* dirtied again, or its content lock is held */
+					NVM_CLOCK_PASSED_OVER();
+					break;
 				}
-				if (--trycounter == 0)
-					nvm_no_slot();
-				break;
+				tried_write = true;
+				if (NvmFlushUnpinnedBuffer(buf_id))
+					pg_atomic_fetch_add_u64(&SlotCtl->writes, 1);
+				/* clean now (written by us or another), unless dirtied again */
+				continue;
 			}
 			if ((buf_state & BM_PERMANENT) &&
-				BufTagGetForkNum(&buf->tag) == MAIN_FORKNUM)
+				BufTagGetForkNum(&buf->tag) == MAIN_FORKNUM &&
+				!(flags & NVM_BUF_NO_DEMOTE))
 			{
 				/*
 				 * Demote: unpinned (and new pins wait for the header
-				 * spinlock), clean, so the file holds exactly these bytes;
-				 * the next pin reads them in place (R2's state, H5).
+				 * spinlock), clean and read verified, so the file holds
+				 * exactly these bytes; the next pin reads them in place (R2's
+				 * state, H5).
 				 */
+				Assert(flags == 0);
 				NvmBufferFlags[buf_id] = NVM_BUF_REDIRECTED;
 				NvmSlotDetach(buf_id);
 				UnlockBufHdr(buf, buf_state);
@@ -456,17 +480,19 @@ nvm_slot_clock(void)
 			}
 
 			/*
-			 * Cannot be read in place: evict it, which puts its slot on the
-			 * free list (NvmBufferInvalidated()), for the next round to pop.
+			 * Cannot be read in place: evict it (clean only: it is refused if
+			 * dirtied or pinned meanwhile), which puts its slot on the free
+			 * list (NvmBufferInvalidated()), for the next round to pop.
 			 */
 			UnlockBufHdr(buf, buf_state);
-			if (EvictUnpinnedBuffer(BufferDescriptorGetBuffer(buf), &flushed))
+			if (NvmEvictCleanUnpinnedBuffer(buf_id))
 				pg_atomic_fetch_add_u64(&SlotCtl->evictions, 1);
-			else if (--trycounter == 0)
-				nvm_no_slot();
+			else
+				NVM_CLOCK_PASSED_OVER();
 			break;
 		}
 	}
+#undef NVM_CLOCK_PASSED_OVER
 }
 
 /*
@@ -477,13 +503,19 @@ nvm_slot_clock(void)
 int32
 NvmSlotGet(void)
 {
-	int32		slot;
-
 	Assert(NvmHybridPool);
-	slot = nvm_slot_pop();
-	if (slot == NVM_NO_SLOT)
-		slot = nvm_slot_clock();
-	return slot;
+	return nvm_slot_clock(false);	/* which pops the free list first */
+}
+
+/*
+ * NvmSlotTryGet -- NvmSlotGet(), but NVM_NO_SLOT instead of an ERROR when the
+ * slot clock finds every owner pinned (for a conditional lock's copy).
+ */
+int32
+NvmSlotTryGet(void)
+{
+	Assert(NvmHybridPool);
+	return nvm_slot_clock(true);
 }
 
 /*
