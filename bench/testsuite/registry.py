@@ -54,7 +54,8 @@ ENGINE_CHECKS: tuple[CheckDef, ...] = (
         "slots",
         5 * 60,
         "se2's hybrid pool under writes: slots within the budget, none for redirected "
-        "buffers, none lost (nvm_buffer_descriptors refused in base/se1)",
+        "buffers, none lost; a page zeroed by zero_damaged_pages is evicted, not demoted; "
+        "bulk reads over slots/4 (nvm_buffer_descriptors refused in base/se1)",
     ),
     CheckDef("crash", 10 * 60, "kill -9 under load; acknowledged commits survive"),
     CheckDef(
