@@ -114,3 +114,30 @@ def test_setup_refuses_a_configuration_that_is_not_available(tmp_path: Path) -> 
     with pytest.raises(RuntimeError, match="not available: nvmprefetch: scheme M2"):
         env.setup()
     assert not (tmp_path / "w").exists()  # nothing was set up
+
+
+def test_setup_moves_off_a_port_another_home_took(tmp_path: Path) -> None:
+    """Ports are planned when a run starts; a run of another PGNVM_HOME may have started a
+    server on one since (CI of 2026-11-26 lost a configuration that way): setup takes a
+    spare port of the configuration's own instead of failing."""
+    import socket
+
+    from bench.core import cluster as clu
+    from bench.testsuite.context import EngineEnv, spare_ports
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        taken = held.getsockname()[1]
+        spare = spare_ports(3)
+        env = EngineEnv(_run(tmp_path), configs.BY_NAME["nvm_se2"], taken, spare=spare)
+        assert clu.port_in_use(taken)
+        env.move_off_a_foreign_port()
+        moved = env.server.cluster.spec.port
+        assert moved != taken and moved in spare and not clu.port_in_use(moved)
+        # a free planned port stays
+        env2 = EngineEnv(_run(tmp_path), configs.BY_NAME["nvm_se2"], moved, spare=spare)
+        env2.move_off_a_foreign_port()
+        assert env2.server.cluster.spec.port == moved
+    assert list(spare_ports(0)) != list(spare_ports(1))
+    assert set(spare_ports(0)).isdisjoint(spare_ports(1))

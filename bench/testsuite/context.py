@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 
 from bench.core import cluster as clu
-from bench.core import configs, osuser, paths
+from bench.core import configs, osuser, paths, ui
 from bench.core.configs import AVAILABLE, Config, Verdict
 from bench.core.server import Server
 from bench.testsuite import errmatch, proc
@@ -123,6 +123,20 @@ def source_key(name: str, *sources: str | Path) -> str:
     return f"{name}:" + hashlib.sha256(data).hexdigest()[:16]
 
 
+#: Where a configuration's cluster goes if its planned port is taken when it is set up
+#: (ports are planned at the start of a run: another PGNVM_HOME's run, started about the
+#: same time, plans the same ones): SPARE_PORTS ports of its own per configuration, from
+#: PORT_BASE + SPARE_PORTS_OFFSET, disjoint between the configurations of one run.
+SPARE_PORTS_OFFSET = 400
+SPARE_PORTS = 10
+
+
+def spare_ports(index: int) -> range:
+    """The spare ports of the run's ``index``-th configuration (see SPARE_PORTS)."""
+    first = PORT_BASE + SPARE_PORTS_OFFSET + index * SPARE_PORTS
+    return range(first, first + SPARE_PORTS)
+
+
 def pick_port(start: int, taken: set[int]) -> int:
     """A port for a test cluster that no other pgnvm cluster is configured for and nothing
     listens on (starting a cluster on a port another cluster holds is refused)."""
@@ -143,9 +157,15 @@ class EngineEnv:
     this is the cluster whose answers the others are compared with (stock base)."""
 
     def __init__(
-        self, run: RunState, config: Config, port: int, verdict: Verdict = AVAILABLE
+        self,
+        run: RunState,
+        config: Config,
+        port: int,
+        verdict: Verdict = AVAILABLE,
+        spare: range = range(0),
     ) -> None:
         self.run = run
+        self.spare = spare  # where setup() moves if ``port`` was taken meanwhile
         self.config = config
         self.engine = config.engine
         self.label = config.name
@@ -193,12 +213,32 @@ class EngineEnv:
 
     # ---- lifecycle
 
+    def move_off_a_foreign_port(self) -> None:
+        """Before initdb: if something that is no cluster of this PGNVM_HOME listens on the
+        planned port now (e.g. a test run of another home that planned the same ports),
+        take the first free spare port instead (a cluster of this home on it is left to
+        Cluster.start(), which stops a stale one of ours and names any other)."""
+        spec = self.server.cluster.spec
+        if not clu.port_in_use(spec.port):
+            return
+        if any(c.spec.port == spec.port and c.is_running() for c in clu.Cluster.all()):
+            return
+        for port in self.spare:
+            if not clu.port_in_use(port):
+                ui.notice(
+                    f"{self.label}: port {spec.port} is taken by a process of no cluster "
+                    f"of this PGNVM_HOME; using port {port}"
+                )
+                spec.port = port
+                return
+
     def setup(self) -> str:
         """initdb + start; returns a description. Raises on failure (also when the
         configuration is not available here)."""
         if self.verdict.available is False:
             raise RuntimeError(f"not available: {self.verdict.why}")
         osuser.ensure_dir(self.workdir)
+        self.move_off_a_foreign_port()
         self.server.cluster.init(force=True)
         self.server.start()
         with self.server.connect() as c:

@@ -54,6 +54,7 @@ from bench.testsuite.context import (
     RunState,
     pick_port,
     repo_results_dir,
+    spare_ports,
 )
 from bench.testsuite.errmatch import headline
 from bench.testsuite.model import CheckFailed, CheckResult, CheckSkipped, Status
@@ -249,7 +250,7 @@ def _plan(
         for cfg in cfgs:
             port = pick_port(PORT_BASE, ports)
             ports.add(port)
-            env = EngineEnv(run, cfg, port, chosen.verdict(cfg.name))
+            env = EngineEnv(run, cfg, port, chosen.verdict(cfg.name), spare_ports(len(ports) - 1))
             mine = registry.checks_for(cfg.name, checks, named)
             first = REFERENCE_FIRST if cfg.is_reference else _estimate(cfg, mine)
             tasks.append((first, lanes.Task(cfg.name, _config_task(env, mine))))
