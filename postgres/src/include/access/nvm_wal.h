@@ -55,7 +55,8 @@ extern void NvmWalGetInfo(NvmWalInfo *info);
 extern void nvm_wal_open(int fd, XLogSegNo segno, TimeLineID tli);
 extern void nvm_wal_close(int fd);
 extern ssize_t nvm_wal_write(int fd, const char *from, size_t nbytes,
-							 off_t offset);
+							 off_t offset, XLogRecPtr prev_write,
+							 XLogRecPtr request);
 extern void nvm_wal_persist(int fd, XLogRecPtr flushed, XLogRecPtr written);
 
 /*

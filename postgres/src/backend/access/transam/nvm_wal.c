@@ -17,9 +17,10 @@
  *	2. Instead of pg_pwrite(), nvm_wal_write() first pre-faults, writable,
  *	   the pages of the copy this process has not pre-faulted yet
  *	   (MADV_POPULATE_WRITE, see "Pre-faulting" below), then copies the WAL
- *	   pages into the mapping with NvmPmemCopy() (non-temporal stores, no
- *	   flush, no drain per page) and drains once: one fence per XLogWrite()
- *	   copy, which covers every page of it.
+ *	   that is not in the file yet (from the write pointer to the end of the
+ *	   request, not the whole pages write() is given) into the mapping with
+ *	   NvmPmemCopy() (non-temporal stores, no flush, no drain per page) and
+ *	   drains once: one fence per XLogWrite() copy, which covers all of it.
  *
  *	3. Where stock PostgreSQL calls issue_xlog_fsync() for the segment
  *	   (XLogWrite() finishing a segment, and its flush step, reached from
@@ -534,8 +535,25 @@ nvm_wal_close(int fd)
 }
 
 /*
- * nvm_wal_write -- pg_pwrite() of XLogWrite() through the mapping: copy
- * nbytes at segment offset `offset`, return nbytes.
+ * nvm_wal_write -- pg_pwrite() of XLogWrite() through the mapping: the
+ * nbytes of WAL buffer pages at `from` belong at segment offset `offset`;
+ * return nbytes.
+ *
+ * Only the bytes that are not in the file yet are copied: those from
+ * prev_write (the shared write pointer when XLogWrite() began: everything
+ * before it was written by some process, and WAL before the write pointer
+ * never changes) up to request (WriteRqst.Write: everything before it is
+ * inserted, WaitXLogInsertionsToFinish()).  XLogWrite() hands over whole
+ * pages, so with write() the partial page a flush starts on is written again
+ * from its first byte, and its last page to its end, whatever the buffer
+ * holds beyond the request (rewritten by a later flush).  A copy of those
+ * bytes too would cost a pre-faulted page and non-temporal stores of up to
+ * 8 kB per flush that make nothing more durable: the persist covers
+ * [flush pointer, write pointer) only (nvm_wal_persist()).  The tail of the
+ * last page beyond the request keeps what the file held (zeros, or older WAL
+ * of a recycled segment), as whole pages beyond the write pointer do with
+ * write() too: recovery stops at the first record whose header, xl_prev or
+ * CRC does not follow.
  *
  * The pages are pre-faulted first (nvm_wal_populate()).  If the file system
  * cannot provide one, the mapping is given up for the rest of the segment
@@ -550,12 +568,27 @@ nvm_wal_close(int fd)
  * the file header).  A store into a pre-faulted page cannot fail.
  */
 ssize_t
-nvm_wal_write(int fd, const char *from, size_t nbytes, off_t offset)
+nvm_wal_write(int fd, const char *from, size_t nbytes, off_t offset,
+			  XLogRecPtr prev_write, XLogRecPtr request)
 {
+	XLogRecPtr	segstart;
+	size_t		lo = (size_t) offset;
+	size_t		hi = (size_t) offset + nbytes;
+
 	Assert(fd == nvm_wal_seg.fd);
 	Assert(offset >= 0 && offset + nbytes <= (size_t) wal_segment_size);
 
-	if (!nvm_wal_populate((size_t) offset, nbytes))
+	/* the part of [offset, offset + nbytes) not in the file yet */
+	XLogSegNoOffsetToRecPtr(nvm_wal_seg.segno, 0, wal_segment_size, segstart);
+	if (prev_write > segstart + lo)
+		lo = Min(hi, (size_t) (prev_write - segstart));
+	if (request < segstart + hi)
+		hi = Max(lo, (size_t) (request - segstart));
+	Assert(request > segstart + (size_t) offset);
+	if (lo == hi)
+		return (ssize_t) nbytes;
+
+	if (!nvm_wal_populate(lo, hi - lo))
 	{
 		int			save_errno = errno;
 
@@ -574,10 +607,10 @@ nvm_wal_write(int fd, const char *from, size_t nbytes, off_t offset)
 		return pg_pwrite(fd, from, nbytes, offset);
 	}
 
-	NvmPmemCopy(&nvm_wal_seg.pm, (size_t) offset, from, nbytes);
+	NvmPmemCopy(&nvm_wal_seg.pm, lo, from + (lo - (size_t) offset), hi - lo);
 
 	NVM_WAL_COUNT(copies, 1);
-	NVM_WAL_COUNT(bytes_written, nbytes);
+	NVM_WAL_COUNT(bytes_written, hi - lo);
 	return (ssize_t) nbytes;
 }
 
