@@ -35,6 +35,7 @@ NAMES = (
     "nvm_se2_pmem_cl",
     "nvm_base_wholedb",
     "nvm_se2_wholedb",
+    "nvm_se2_hybrid",
     "mem_limit",
 )
 
@@ -57,6 +58,21 @@ def test_config_table() -> None:
     for n in ("nvm_base_wholedb", "nvm_se2_wholedb"):
         c = configs.BY_NAME[n]
         assert c.shared_buffers == configs.SB_WHOLE_DB and not c.prewarm, c
+    # se2's hybrid pool: descriptors for the database, the job's shared_buffers as slots
+    hybrid = configs.BY_NAME["nvm_se2_hybrid"]
+    assert hybrid.engine == "se2" and hybrid.shared_buffers is None and hybrid.sized_to_db
+    s = configs.server_settings(hybrid, {"shared_buffers": "128MB"}, whole_db_sb="2048MB")
+    assert (s["shared_buffers"], s["nvm_buffer_descriptors"]) == ("128MB", "2048MB")
+    assert configs.pool_pages_bytes(s) == 2048 << 20
+    assert configs.pool_pages_bytes({"shared_buffers": "128MB"}) == 128 << 20
+    assert [c.name for c in configs.CONFIGS if c.sized_to_db] == [
+        "nvm_base_wholedb",
+        "nvm_se2_wholedb",
+        "nvm_se2_hybrid",
+        "mem_limit",
+    ]
+    with pytest.raises(ValueError, match="nvm_se2_hybrid: the pool for the whole database"):
+        configs.server_settings(hybrid, {"shared_buffers": "128MB"})
     # the reference is stock base as it ships: io_method=worker, nothing else
     ref = configs.BY_NAME[configs.REFERENCE]
     assert ref.is_reference and ref.engine == "base" and ref.settings == {"io_method": "worker"}
@@ -103,6 +119,7 @@ def test_job_defaults() -> None:
         "nvm_base_wholedb",
         "nvm_se2_wholedb",
         "nvm_se2_slots",
+        "nvm_se2_hybrid",
     )
     assert tpch.DEFAULT_CONFIGS == tuple(
         n for n in NAMES if n not in wal_pmem and n not in tpch.BY_NAME_ONLY

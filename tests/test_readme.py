@@ -206,8 +206,8 @@ def test_readme_config_table_rows_match_their_entries() -> None:
             f"{name}: settings shown {sorted(shown)}, catalogue (settings + environment) "
             f"{sorted(expected)}"
         )
-        assert ("whole database" in cell) == (cfg.shared_buffers == configs.SB_WHOLE_DB), (
-            f"{name}: shared_buffers for the whole database said iff the entry has it"
+        assert ("whole database" in cell) == cfg.sized_to_db, (
+            f"{name}: a pool for the whole database said iff the entry has one"
         )
         assert ("prewarm" in cell) == cfg.prewarm, f"{name}: pg_prewarm said iff the entry has it"
         assert ("page cache" in cell) == cfg.drop_caches, (

@@ -34,7 +34,8 @@ def test_unknown_name_is_an_error_listing_the_names_the_job_can_run() -> None:
     msg = str(e.value)
     assert msg.startswith("unknown configuration(s) nvm_se9, se2 (known: nvm_base_sync, ")
     assert (
-        "nvm_se2_pmem_cl, nvm_base_wholedb, nvm_se2_wholedb, mem_limit; see --list-configs)" in msg
+        "nvm_se2_pmem_cl, nvm_base_wholedb, nvm_se2_wholedb, nvm_se2_hybrid, mem_limit; see "
+        "--list-configs)" in msg
     )
     assert "disk_base" not in msg  # micro scan cannot run it: not offered
 

@@ -12,7 +12,7 @@ from bench.testsuite import settings
 
 def test_names_and_select() -> None:
     job = settings.job()
-    whole_db = ("nvm_base_wholedb", "nvm_se2_wholedb", "mem_limit")
+    whole_db = ("nvm_base_wholedb", "nvm_se2_wholedb", "nvm_se2_hybrid", "mem_limit")
     assert job.names() == [n for n in configs.NAMES if n not in whole_db]
     assert selection.select(job, ["nvm_se2_m1", "nvm_base_worker"]).names == [
         "nvm_se2_m1",

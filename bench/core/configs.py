@@ -55,9 +55,18 @@ class Config:
     doc: str
     settings: dict[str, str] = field(default_factory=dict)  # on top of the job's own
     shared_buffers: str | None = None  # None: the job's; SB_WHOLE_DB: sized to the database
+    #: se2's hybrid pool: nvm_buffer_descriptors sized to the database (SB_WHOLE_DB), with
+    #: shared_buffers (the DRAM slots for copied pages) the job's
+    descriptors: str | None = None
     prewarm: bool = False  # pg_prewarm every table and index after each start
     #: environment of the server process (e.g. libpmem2's PMEM2_FORCE_GRANULARITY)
     environment: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def sized_to_db(self) -> bool:
+        """Its pool is sized by the job to hold the whole database (shared_buffers, or the
+        hybrid pool's descriptors): a benchmark configuration, not one for the checks."""
+        return SB_WHOLE_DB in (self.shared_buffers, self.descriptors)
 
     @property
     def drop_caches(self) -> bool:
@@ -272,6 +281,17 @@ CONFIGS: tuple[Config, ...] = (
         shared_buffers=SB_WHOLE_DB,
     ),
     Config(
+        "nvm_se2_hybrid",
+        "se2",
+        "nvm",
+        "SE2 as a hybrid buffer pool: buffer descriptors for the whole database "
+        "(nvm_buffer_descriptors, sized by the job), the job's shared_buffers as the DRAM "
+        "slots for copied pages only: redirected pages stay resident without DRAM "
+        "(./pgnvm tpch --method prewarm or warm; issue 22)",
+        dict(_WORKER),
+        descriptors=SB_WHOLE_DB,
+    ),
+    Config(
         "mem_limit",
         "base",
         "nvm",
@@ -293,14 +313,24 @@ def server_settings(
     """The job's ``common`` settings, the configuration's shared_buffers (``whole_db_sb``
     for :data:`SB_WHOLE_DB`), then its own settings (they win)."""
     s = dict(common)
+    if cfg.sized_to_db and whole_db_sb is None:
+        raise ValueError(f"{cfg.name}: the pool for the whole database is not known")
     if cfg.shared_buffers == SB_WHOLE_DB:
-        if whole_db_sb is None:
-            raise ValueError(f"{cfg.name}: shared_buffers for the whole database not known")
-        s["shared_buffers"] = whole_db_sb
+        s["shared_buffers"] = str(whole_db_sb)
     elif cfg.shared_buffers:
         s["shared_buffers"] = cfg.shared_buffers
+    if cfg.descriptors == SB_WHOLE_DB:
+        s["nvm_buffer_descriptors"] = str(whole_db_sb)
+    elif cfg.descriptors:
+        s["nvm_buffer_descriptors"] = cfg.descriptors
     s.update(cfg.settings)
     return s
+
+
+def pool_pages_bytes(settings: dict[str, str]) -> int:
+    """How many bytes of pages a server with these settings keeps in its pool: the hybrid
+    pool's descriptors (se2's nvm_buffer_descriptors) if set, else shared_buffers."""
+    return size_bytes(settings.get("nvm_buffer_descriptors") or settings["shared_buffers"])
 
 
 _SIZE = re.compile(r"^\s*(\d+)\s*(kB|MB|GB|TB)?\s*$", re.IGNORECASE)
@@ -448,12 +478,14 @@ def listing(
         else:
             a = verdicts[c.name].describe()
         own = dict(c.settings)
-        if c.shared_buffers:
-            own["shared_buffers"] = (
-                c.shared_buffers + " (sized to hold the whole database)"
-                if c.shared_buffers == SB_WHOLE_DB
-                else c.shared_buffers
-            )
+        for key, value in (
+            ("shared_buffers", c.shared_buffers),
+            ("nvm_buffer_descriptors", c.descriptors),
+        ):
+            if value:
+                own[key] = (
+                    value + " (sized to hold the whole database)" if value == SB_WHOLE_DB else value
+                )
         out.append(f"{c.name}{'' if c.name in defaults else '  (not in the default set)'}")
         out.append(f"    {c.doc}")
         out.append(f"    engine={c.engine}  storage={c.storage}  available: {a}")

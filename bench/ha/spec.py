@@ -101,7 +101,7 @@ class HaSpec:
                 f"configuration {cfg.name} keeps its data on {cfg.storage}: HA "
                 "nodes live on the nvm root; pick an nvm_* configuration"
             )
-        if cfg.shared_buffers == configs.SB_WHOLE_DB:
+        if cfg.sized_to_db:
             raise HaError(
                 f"configuration {cfg.name} sizes shared_buffers to a database: "
                 "not for an HA cluster"

@@ -98,7 +98,7 @@ NOT_FOR_OLTP: dict[str, str] = {
     "varies (--memory-ratios 1/1 is the same point"
     + (" without the prewarm)" if c.prewarm else ")")
     for c in configs.CONFIGS
-    if c.shared_buffers == configs.SB_WHOLE_DB
+    if c.sized_to_db
 }
 
 

@@ -66,7 +66,7 @@ EXCLUDED: dict[str, str] = {
     c.name: "shared_buffers sized to a database and prewarmed: a benchmark configuration "
     "(the checks need small shared_buffers)"
     for c in configs.CONFIGS
-    if c.shared_buffers == configs.SB_WHOLE_DB or c.prewarm
+    if c.sized_to_db or c.prewarm
 }
 
 

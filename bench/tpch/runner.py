@@ -358,12 +358,12 @@ class Runner:
             self.targets[storage] = tg
         self.env["data_checksums"] = {s: t.checksums_shown for s, t in self.targets.items()}
         whole_db = None
-        if any(c.shared_buffers for c in self.configs):
+        if any(c.shared_buffers or c.descriptors for c in self.configs):
             db_bytes = max(t.db_bytes for t in self.targets.values())
             whole_db = configs.whole_db_shared_buffers(db_bytes)
         for c in self.configs:
             self.settings[c.name] = server_settings(c, o.common, whole_db)
-            pool = configs.size_bytes(self.settings[c.name]["shared_buffers"])
+            pool = configs.pool_pages_bytes(self.settings[c.name])
             self.pool_covers_db[c.name] = pool >= self.targets[c.storage].db_bytes
         short = [n for n, ok in self.pool_covers_db.items() if not ok]
         if o.how.prewarm_all and short:

@@ -26,14 +26,16 @@ DISK = configs.DISK
 #: papers; the baseline is io_method = worker, PostgreSQL 18's default).
 #: Also the pools that cover the database without a prewarm (``*_wholedb``): for
 #: ``--method prewarm`` and ``warm``, where they are what ``mem_limit`` is for ``cold``.
-#: And se2's hybrid pool as the tests size it (``nvm_se2_slots``: 16 MB of slots), until
-#: issue 22's benchmark configuration (step 6 of its design) sizes it for a database.
+#: And se2's hybrid pool: as the tests size it (``nvm_se2_slots``: 16 MB of slots), and
+#: with descriptors for the whole database and the job's shared_buffers as its DRAM slots
+#: (``nvm_se2_hybrid``: issue 22's benchmark configuration, step 6 of its design).
 BY_NAME_ONLY: tuple[str, ...] = (
     "nvm_base_sync",
     "nvm_base_io_uring",
     "nvm_base_wholedb",
     "nvm_se2_wholedb",
     "nvm_se2_slots",
+    "nvm_se2_hybrid",
 )
 
 #: ``./pgnvm tpch`` without ``--configs``: the configurations that answer the papers'
