@@ -38,6 +38,11 @@ COUNTERS: tuple[str, ...] = (
     "mappings_created",
     "mappings_evicted",
     "mapping_fallbacks",
+    "views_kept",
+    "views_resolved",
+    "views_stale",
+    "view_mismatches",
+    "view_chunks_dropped",
 )
 #: Values the pgnvm_stats view derives from the counters (bytes_not_copied = redirects x
 #: the server's block size), read from the server too.

@@ -32,7 +32,12 @@ ENGINE_CHECKS: tuple[CheckDef, ...] = (
     CheckDef("enospc", 5 * 60, "tablespace on a full tmpfs (root only)"),
     CheckDef("differential", 15 * 60, "query digests identical to base", True),
     CheckDef("strace", 5 * 60, "no pread of relation files in a seq scan (se1+)"),
-    CheckDef("redirect", 5 * 60, "se2 scans redirect buffers (none elsewhere)"),
+    CheckDef(
+        "redirect",
+        5 * 60,
+        "se2 scans redirect buffers (none elsewhere); views kept across pins, "
+        "never used once their buffer changed",
+    ),
     CheckDef("cow", 5 * 60, "se2 copy-on-write: the file changes only at write-back"),
     CheckDef(
         "cow_failure",

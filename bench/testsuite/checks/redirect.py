@@ -11,14 +11,29 @@ restarted (cold buffers). Then, with ``pgnvm_stats`` read before and after:
   seq/bitmap scans off) must redirect the heap pages they fetch too (patch 0010): at least
   the number of distinct heap blocks of the looked-up rows, minus the slack.
 
-* (plain se2 only) a pool wider than the views a backend keeps: restarted with
-  shared_buffers = WIDE_SB (more than NVM_VIEW_CHUNKS_KEPT chunks of NVM_VIEW_CHUNK buffers
-  in nvm_buf.c), an index scan over every row of a table of more heap pages than the kept
-  chunks hold fetches them in order from a cold pool, so its views move through chunk after
-  chunk: each one emptied beyond the kept ones is set aside and reused for the next
-  (asserted all-empty in check builds). The answer must be right, about every heap block
-  redirected, and some redirected buffer must lie beyond the kept chunks (else the path
-  was not taken).
+* (plain se2 only) a pool wider than the views a backend may keep: restarted with
+  shared_buffers = WIDE_SB (22 chunks of NVM_VIEW_CHUNK buffers in nvm_buf.c) and with
+  ``nvm_view_memory`` set to VIEW_MEMORY_CHUNKS chunks (of 24 B views) in the session, an
+  index scan over every row of a table of more heap pages than those chunks hold fetches
+  them in order from a cold pool, so its views move through chunk after chunk: beyond the
+  bound, the least recently used chunk is dropped (kept views and all) and its memory
+  reused (``view_chunks_dropped`` must grow). The answer must be right, about every heap
+  block redirected, and some redirected buffer must lie beyond the bound's chunks (else
+  the path was not taken).
+
+* (se2) views kept across pins (H4 of docs/storage-engines.md), two sessions A and B, a
+  table S of KEPT_PAGES pages and a table R of more pages than the pool has descriptors,
+  with different values (a page of R read for one of S changes the sum):
+  (1) A scans S cold, then again: the second scan's pins take A's kept views
+  (``views_kept`` of A grows by about S's pages, ``views_resolved`` stays about 0);
+  (2) A prewarms R, so that A keeps views of R in about every buffer; B evicts R and S and
+  reads S cold, into those buffers; A's scan of S must give S's sum (its views of R's
+  buffers are stale: ``views_stale`` grows); B updates rows of S (copy-on-write), A must
+  see them; in the hybrid pool, after a checkpoint, copying reads of R by B make the slot
+  clock demote S's copied buffers (redirected again), and A must still see B's values;
+  (3) ``view_mismatches`` of A (a kept view whose generation matched but whose mapping was
+  not the buffer's block) stays 0, and in the hybrid pool ``pgnvm_pool()`` shows no
+  redirected buffer with a slot and agreeing maps.
 
 * ``pg_prewarm`` (buffer mode) of half a pool's worth of the evicted table must redirect
   every block it loads in se2 (patch 0023: prewarming spends no DRAM on page copies).
@@ -108,13 +123,14 @@ def expect_redirects(
     return out
 
 
-#: nvm_buf.c: buffers per view chunk (NVM_VIEW_CHUNK) and chunks kept (NVM_VIEW_CHUNKS_KEPT)
+#: nvm_buf.c: buffers per view chunk (NVM_VIEW_CHUNK) and bytes per view (sizeof(NvmView))
 VIEW_CHUNK = 1024
-VIEW_CHUNKS_KEPT = 16
+VIEW_BYTES = 24
+VIEW_MEMORY_CHUNKS = 10  # nvm_view_memory of part 3, in chunks
 WIDE_SB = "176MB"  # 22 chunks
 WIDE_TABLE = "redir_wide"
 WIDE_ROW_PAD = 1800  # 4 rows per heap page, not TOASTed
-WIDE_PAGES = 19 * VIEW_CHUNK  # heap pages: more than the kept chunks' buffers
+WIDE_PAGES = 19 * VIEW_CHUNK  # heap pages: more than the bound's chunks' buffers
 
 
 def _wide_pool(env: EngineEnv) -> str:
@@ -134,8 +150,9 @@ def _wide_pool(env: EngineEnv) -> str:
         c.execute(f"VACUUM {WIDE_TABLE}")
         pages = c.execute(f"SELECT pg_relation_size('{WIDE_TABLE}') / 8192").fetchone()[0]  # type: ignore[index]
         want = c.execute(f"SELECT count(*), sum(length(pad)) FROM {WIDE_TABLE}").fetchone()
-    if pages < VIEW_CHUNKS_KEPT * VIEW_CHUNK + VIEW_CHUNK:
+    if pages < VIEW_MEMORY_CHUNKS * VIEW_CHUNK + VIEW_CHUNK:
         raise CheckFailed(f"{WIDE_TABLE} has {pages} heap pages, too few for part 3")
+    view_memory = f"{VIEW_MEMORY_CHUNKS * VIEW_CHUNK * VIEW_BYTES // 1024}kB"
     # the hybrid pool: descriptors are what views are kept for, not the slots
     wide = "nvm_buffer_descriptors" if env.config.hybrid_pool else "shared_buffers"
     try:
@@ -143,17 +160,17 @@ def _wide_pool(env: EngineEnv) -> str:
             env.server.restart()  # cold, and wider than the kept chunks
             with env.server.connect() as c:
                 nvmstats.ensure_extensions(c)
-                _set(c, INDEX_ONLY)
-                before = counters.read_counters(c)
+                _set(c, {**INDEX_ONLY, "nvm_view_memory": view_memory})
+                before = counters.read_counters(c, own=True)
                 got = c.execute(
                     f"SELECT count(*), sum(length(pad)) FROM {WIDE_TABLE} WHERE id > 0"
                 ).fetchone()
-                d = counters.delta(before, counters.read_counters(c))
+                d = counters.delta(before, counters.read_counters(c, own=True))
                 far = c.execute(
                     "SELECT count(*) FROM pg_buffercache b JOIN pgnvm_buffers() n "
                     "USING (bufferid) WHERE n.redirected AND b.bufferid > %s "
                     "AND b.relfilenode = pg_relation_filenode(%s::regclass)",
-                    (VIEW_CHUNKS_KEPT * VIEW_CHUNK, WIDE_TABLE),
+                    (VIEW_MEMORY_CHUNKS * VIEW_CHUNK, WIDE_TABLE),
                 ).fetchone()[0]  # type: ignore[index]
     finally:
         env.server.restart()  # the usual shared_buffers
@@ -167,14 +184,162 @@ def _wide_pool(env: EngineEnv) -> str:
     if far == 0:
         raise CheckFailed(
             f"wide pool: no redirected buffer of {WIDE_TABLE} beyond buffer "
-            f"{VIEW_CHUNKS_KEPT * VIEW_CHUNK}: the views never left the kept chunks"
+            f"{VIEW_MEMORY_CHUNKS * VIEW_CHUNK}: the views never left the bound's chunks"
+        )
+    if d["view_chunks_dropped"] <= 0:
+        raise CheckFailed(
+            f"wide pool: views in {far} buffers beyond nvm_view_memory = {view_memory} "
+            f"({VIEW_MEMORY_CHUNKS} chunks), yet no chunk of kept views was dropped; "
+            f"{counters.fmt(d)}"
         )
     with env.server.connect() as c:
         c.execute(f"DROP TABLE {WIDE_TABLE}")
     return (
         f"wide pool ({WIDE_SB}): {pages} heap pages by index -> redirects+{d['redirects']}, "
-        f"{far} redirected buffers beyond the {VIEW_CHUNKS_KEPT} kept view chunks"
+        f"{far} redirected buffers beyond nvm_view_memory = {view_memory}, "
+        f"{d['view_chunks_dropped']} chunks of kept views dropped"
     )
+
+
+#: part 5 (views kept across pins): S's pages, rows per page (WIDE_ROW_PAD), R beyond the pool
+KEPT_S = "redir_kept_s"
+KEPT_R = "redir_kept_r"
+KEPT_PAGES = 256
+KEPT_R_EXTRA = 512  # R's pages beyond the pool's descriptors
+KEPT_UPDATE_EVERY = 97  # B updates rows whose id is a multiple
+KEPT_BUMP = 1_000_000  # ... adding this to v
+DEMOTE_ROUNDS = 10
+
+
+def _kept_table(c: psycopg.Connection[Any], table: str, pages: int, factor: int) -> int:
+    """A table of ``pages`` heap pages (4 rows each), v = id * factor; returns sum(v)."""
+    rows = pages * 4
+    c.execute(f"DROP TABLE IF EXISTS {table}")
+    c.execute(f"CREATE TABLE {table} (id int, v bigint, pad text) WITH (autovacuum_enabled = off)")
+    c.execute(
+        f"INSERT INTO {table} SELECT g, g * {factor}, "
+        f"repeat(chr(65 + mod(g, 26)), {WIDE_ROW_PAD}) FROM generate_series(1, %s) g",
+        (rows,),
+    )
+    return factor * rows * (rows + 1) // 2
+
+
+def _scan_sum(c: psycopg.Connection[Any], table: str) -> tuple[int, int]:
+    row = c.execute(f"SELECT count(*), sum(v) FROM {table}").fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def _kept_views(env: EngineEnv) -> str:
+    """Part 5: views kept across pins (H4), probes (1)-(3) of the module's docstring."""
+    notes = []
+    with env.server.connect() as b, env.server.connect() as a:
+        nvmstats.ensure_extensions(b)
+        b.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+        descriptors = nvmstats.read_pool(b)["descriptors"]
+        r_pages = descriptors + KEPT_R_EXTRA
+        s_sum = _kept_table(b, KEPT_S, KEPT_PAGES, 7)
+        _kept_table(b, KEPT_R, r_pages, 3)
+        s_rows = KEPT_PAGES * 4
+        b.execute("CHECKPOINT")
+        for c in (a, b):
+            c.execute("SET max_parallel_workers_per_gather = 0")
+        for t in (KEPT_S, KEPT_R):
+            b.execute(f"SELECT pg_buffercache_evict_relation('{t}')")
+
+        def a_scan(what: str, want_sum: int) -> dict[str, int]:
+            before = counters.read_counters(a, own=True)
+            got = _scan_sum(a, KEPT_S)
+            d = counters.delta(before, counters.read_counters(a, own=True))
+            if got != (s_rows, want_sum):
+                raise CheckFailed(
+                    f"kept views, {what}: session A's scan of {KEPT_S} returned (count, sum) "
+                    f"{got}, expected {(s_rows, want_sum)}; A's counters {counters.fmt(d)}"
+                )
+            if d["view_mismatches"] != 0:
+                raise CheckFailed(
+                    f"kept views, {what}: view_mismatches of session A grew by "
+                    f"{d['view_mismatches']} (must stay 0: a kept view's generation matched "
+                    f"a buffer that holds another relation's block); {counters.fmt(d)}"
+                )
+            return d
+
+        # (1) the second scan's pins take the views the first one kept
+        a_scan("cold scan", s_sum)
+        d = a_scan("second scan", s_sum)
+        need = KEPT_PAGES - slack(KEPT_PAGES)
+        if d["views_kept"] < need or d["views_resolved"] > slack(KEPT_PAGES):
+            raise CheckFailed(
+                f"kept views: a second scan of {KEPT_S} ({KEPT_PAGES} redirected pages) took "
+                f"{d['views_kept']} kept views (expected >= {need}) and looked up "
+                f"{d['views_resolved']} pages; {counters.fmt(d)}"
+            )
+        notes.append(f"second scan: {d['views_kept']} kept views taken")
+
+        # (2) A keeps views of R in about every buffer; B evicts and reads S into them
+        a.execute(f"SELECT pg_prewarm('{KEPT_R}', 'buffer')")
+        for t in (KEPT_S, KEPT_R):
+            b.execute(f"SELECT pg_buffercache_evict_relation('{t}')")
+        if _scan_sum(b, KEPT_S) != (s_rows, s_sum):
+            raise CheckFailed(f"kept views: session B's cold scan of {KEPT_S} is wrong")
+        d = a_scan("after B read S into buffers of R", s_sum)
+        if d["views_stale"] < KEPT_PAGES // 2:
+            raise CheckFailed(
+                f"kept views: A's scan of {KEPT_S}, read by B into buffers that held {KEPT_R}, "
+                f"found only {d['views_stale']} stale kept views (expected >= "
+                f"{KEPT_PAGES // 2}): A's views of {KEPT_R} were not met; {counters.fmt(d)}"
+            )
+        notes.append(f"S into R's buffers: {d['views_stale']} stale views not taken")
+
+        # ... B changes rows of S: copy-on-write
+        b.execute(f"UPDATE {KEPT_S} SET v = v + {KEPT_BUMP} WHERE id % {KEPT_UPDATE_EVERY} = 0")
+        updated = s_rows // KEPT_UPDATE_EVERY
+        s_sum += updated * KEPT_BUMP
+        a_scan("after B's update (copy-on-write)", s_sum)
+        a_scan("again", s_sum)
+
+        # ... in the hybrid pool: S's copies demoted (redirected again) by the slot clock
+        if env.config.hybrid_pool:
+            slots = nvmstats.read_pool(b)["slots"]
+            b.execute("CHECKPOINT")
+            demoted_before = nvmstats.read_pool(b)["demotions"]
+            b.execute("SET zero_damaged_pages = on")  # B's reads copy, into slots
+            copied = 1
+            for _ in range(DEMOTE_ROUNDS):
+                b.execute(f"SELECT pg_buffercache_evict_relation('{KEPT_R}')")
+                b.execute(
+                    f"SELECT pg_prewarm('{KEPT_R}', 'buffer', 'main', 0, %s)", (2 * slots - 1,)
+                )
+                copied = sum(not x.redirected for x in nvmstats.relation_buffers(b, KEPT_S))
+                if copied == 0:
+                    break
+            b.execute("RESET zero_damaged_pages")
+            p = nvmstats.read_pool(b)
+            if copied:
+                raise CheckFailed(
+                    f"kept views: {copied} buffers of {KEPT_S} still copied after "
+                    f"{DEMOTE_ROUNDS} rounds of DRAM pressure; pool {p}"
+                )
+            if p["demotions"] <= demoted_before:
+                raise CheckFailed("kept views: the slot clock demoted nothing")
+            d = a_scan("after the slot clock demoted S's copies", s_sum)
+            notes.append(
+                f"demoted: {p['demotions'] - demoted_before} demotions, "
+                f"{d['views_stale']} stale views not taken"
+            )
+
+        # (3) what must be 0 (A's view_mismatches: at every scan of A above; here every
+        # process's since the server started)
+        everyone = counters.read_counters(b)["view_mismatches"]
+        if everyone != 0:
+            raise CheckFailed(f"kept views: view_mismatches summed over all processes = {everyone}")
+        if env.config.hybrid_pool:
+            bad = nvmstats.pool_violations(nvmstats.read_pool(b))
+            if bad:
+                raise CheckFailed(f"kept views: {'; '.join(bad)}")
+        for t in (KEPT_S, KEPT_R):
+            b.execute(f"DROP TABLE {t}")
+    return "kept views: " + "; ".join(notes) + "; view_mismatches 0"
 
 
 #: the prefix of pgaio_debug_io() messages: "io 12 |op readv|target smgr|state ..."
@@ -358,6 +523,8 @@ def redirect(env: EngineEnv, limit: float) -> str:
         notes.append(_prewarm(env.engine, c, sb))
         notes.append(_aio_debug_messages(env, c, id_array))
         c.execute(f"DROP TABLE {TABLE}")
+    if env.engine == "se2":
+        notes.append(_kept_views(env))
     cfg = env.config
     if env.engine == "se2" and cfg.prefetch == "off" and not cfg.writes_wal_pmem:
         notes.append(_wide_pool(env))

@@ -9,8 +9,11 @@
  * process's own read-only mapping of the segment.  The redirection is
  * recorded in shared memory (NvmBufferFlags, one byte per buffer, changed
  * only under the buffer header spinlock); each process caches the address of
- * the page in its own mapping (NvmBufferPages) for the buffers it has pinned.
- * BufferGetBlock() consults both.  See docs/storage-engines.md.
+ * the page in its own mapping (NvmBufferPages) for the buffers it has pinned,
+ * and keeps it after the last pin, with the buffer's generation
+ * (NvmBufferGen, shared), for the next pin to take again without looking it
+ * up.  BufferGetBlock() consults the flag and the address.  See
+ * docs/storage-engines.md (R1-R8, H4).
  *
  * src/include/storage/nvm_buf.h
  *
@@ -37,16 +40,44 @@
 extern PGDLLIMPORT volatile uint8 *NvmBufferFlags;
 
 /*
- * per process: the address of each pinned redirected buffer's page in this
- * process's mapping (its "view"), or NULL; in chunks of NVM_VIEW_CHUNK
- * buffers, a chunk allocated only while one of its buffers has a view (see
- * NvmBufferView()).  The table of chunks is NULL unless nvm_storage_engine =
- * se2, which keeps BufferGetBlock() to one test of a global in the other
- * engines.
+ * shared, se2 only (NULL in base and se1): each buffer's generation, bumped
+ * at every change of what the buffer shows -- invalidation or eviction,
+ * copy-on-write, demotion by the slot clock, a read that redirects -- under
+ * its header spinlock (the read: while its I/O is in progress, published
+ * with the flag by BM_VALID).  A view kept with another generation is stale
+ * (H4).
+ */
+extern PGDLLIMPORT volatile uint32 *NvmBufferGen;
+
+/*
+ * per process: this process's view of a redirected buffer's page.  page is
+ * the address in this process's mapping while the process pins the buffer
+ * and has resolved it (what BufferGetBlock() returns), else NULL.  After the
+ * last pin the rest is kept: the buffer's generation when the view was
+ * taken, the mapping's handle and epoch (nvm_smgr.c's NvmViewMap); a later
+ * pin takes the view again, without looking the page up, if the generation
+ * and the epoch are still those (NvmBufferGetBlockSlow()).  map_epoch 0:
+ * nothing kept.  24 bytes.
+ */
+typedef struct NvmView
+{
+	char	   *page;			/* while pinned and resolved: the page */
+	uint32		gen;			/* NvmBufferGen[] when the view was taken */
+	int32		map;			/* the mapping's handle (NvmViewMap) */
+	uint32		map_epoch;		/* its epoch then; 0: nothing kept */
+} NvmView;
+
+/*
+ * The views, in chunks of NVM_VIEW_CHUNK buffers, a chunk allocated when one
+ * of its buffers first gets a view and kept while nvm_view_memory allows
+ * (beyond, the least recently used chunk without a pinned view is dropped,
+ * kept views and all).  The table of chunks is NULL unless
+ * nvm_storage_engine = se2, which keeps BufferGetBlock() to one test of a
+ * global in the other engines.
  */
 #define NVM_VIEW_CHUNK_BITS		10
 #define NVM_VIEW_CHUNK			(1 << NVM_VIEW_CHUNK_BITS)
-extern PGDLLIMPORT void ***NvmBufferPages;
+extern PGDLLIMPORT NvmView **NvmBufferPages;
 
 /*
  * NvmSe2Active -- is se2 on in this process?  True once a process of a
@@ -64,26 +95,35 @@ NvmSe2Active(void)
 	return NvmBufferPages != NULL;
 }
 
-/* this process's view of a shared buffer's page, or NULL (se2 only) */
+/*
+ * this process's view of a pinned shared buffer's page, or NULL (se2 only):
+ * only a view resolved under the pin, never a kept one
+ */
 static inline void *
 NvmBufferView(Buffer buffer)
 {
-	void	  **chunk = NvmBufferPages[(buffer - 1) >> NVM_VIEW_CHUNK_BITS];
+	NvmView    *chunk = NvmBufferPages[(buffer - 1) >> NVM_VIEW_CHUNK_BITS];
 
-	return chunk ? chunk[(buffer - 1) & (NVM_VIEW_CHUNK - 1)] : NULL;
+	return chunk ? chunk[(buffer - 1) & (NVM_VIEW_CHUNK - 1)].page : NULL;
 }
 
 /*
  * NvmBufferInvalidated -- the buffer buf_id, whose header spinlock the caller
  * holds, no longer holds a page (InvalidateBuffer(), InvalidateVictimBuffer()):
- * it is not redirected, and in the hybrid pool it gives its slot back.
+ * it is not redirected, in se2 its generation changes (views kept of it are
+ * stale), and in the hybrid pool it gives its slot back.  base and se1 take
+ * one branch here, as before generations (NvmHybridPool implies se2).
  */
 static inline void
 NvmBufferInvalidated(int buf_id)
 {
 	NvmBufferFlags[buf_id] = 0;
-	if (NvmHybridPool)
-		NvmSlotInvalidated(buf_id);
+	if (NvmBufferGen != NULL)
+	{
+		NvmBufferGen[buf_id]++;
+		if (NvmHybridPool)
+			NvmSlotInvalidated(buf_id);
+	}
 }
 
 /*

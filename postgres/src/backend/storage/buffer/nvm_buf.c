@@ -34,13 +34,23 @@
  *   While a buffer is redirected nobody writes its slot and nobody can
  *   write the file's page (the buffer is clean, and only write-back of
  *   dirty buffers writes relation files), so the copy needs no content lock.
- * - A process's NvmBufferPages[] entry is valid only while it holds a pin:
+ * - A process's NvmBufferPages[] address is valid only while it holds a pin:
  *   it is cleared when its last pin goes.  A page pointer obtained while the
  *   buffer was redirected stays valid, and shows the page as it was when
  *   copied, as long as the pin is held (mappings are never unmapped while
  *   this process has such pins: each counts as a view of the mapping,
  *   nvm_view_acquire()/nvm_view_release()).  Under a content lock
  *   BufferGetBlock() always returns the current version.
+ * - What the last unpin keeps (H4): the buffer's generation when the view
+ *   was taken (NvmBufferGen[], bumped under the header spinlock at every
+ *   change of what the buffer shows) and the mapping's handle and epoch.
+ *   The next pin's first BufferGetBlock() takes the view again from them if
+ *   the generation (read under the pin) and the epoch (nvm_smgr.c changes
+ *   it when it lets the mapping go) are still those, with no look-up of the
+ *   page; else it looks it up as a first pin does.  A kept view holds no
+ *   count on its mapping, so it never keeps one from being retired or
+ *   unmapped, and its address is never used but through
+ *   nvm_view_reacquire(), under a pin, with both matching.
  * - Nothing ever writes through a redirection: the mappings handed out are
  *   PROT_READ, hint bits are not set on redirected pages (SetHintBits()
  *   checks NvmSkipHintInMapping()), MarkBufferDirtyHint() ignores redirected
@@ -73,55 +83,50 @@
 #include "utils/wait_event.h"
 
 volatile uint8 *NvmBufferFlags = NULL;
+volatile uint32 *NvmBufferGen = NULL;
 
 /*
- * Per process, the views: for each pinned redirected buffer whose page this
- * process reads in place, the page's address in this process's mapping.
- * Kept in chunks of NVM_VIEW_CHUNK buffers, a chunk allocated only while
- * some buffer of it has a view, so that a backend's memory follows what it
- * redirects, not shared_buffers (up to NVM_VIEW_CHUNKS_KEPT empty chunks
- * are kept in the table, and as many more aside for reuse).  NvmBufferPages
- * (the table of chunks) is NULL unless nvm_storage_engine = se2.
+ * Per process, the views (NvmView, nvm_buf.h): for each redirected buffer
+ * whose page this process reads in place, the page's address in this
+ * process's mapping while pinned, and what was kept of it after the last
+ * pin.  In chunks of NVM_VIEW_CHUNK buffers, a chunk allocated when one of
+ * its buffers first gets a view, so that a backend's memory follows what it
+ * has read in place, not shared_buffers; at most nvm_view_memory of them
+ * (nvm_view_chunk_ready() drops the least recently used chunk without a
+ * pinned view to make room).  NvmBufferPages (the table of chunks) is NULL
+ * unless nvm_storage_engine = se2.
  */
-void	 ***NvmBufferPages = NULL;
-static uint16 *NvmViewCount = NULL; /* views per chunk */
+NvmView   **NvmBufferPages = NULL;
+static uint16 *NvmViewCount = NULL; /* pinned views per chunk */
+static uint64 *NvmViewUsed = NULL;	/* per chunk: NvmViewClock at last use */
+static uint64 NvmViewClock = 0;
 static int	NvmViewChunks = 0;	/* chunks allocated */
 static MemoryContext NvmViewCxt = NULL;
 
-/*
- * Empty chunks are taken out of the table only beyond this many allocated
- * chunks: a scan pins and unpins buffers of the same few chunks all the
- * time, and must not allocate and free 8 kB per block.
- */
-#define NVM_VIEW_CHUNKS_KEPT	16
-
-/*
- * Empty chunks taken out of the table, kept for the next chunk needed (up to
- * NVM_VIEW_CHUNKS_KEPT; beyond, they are freed).  With a pool much larger
- * than NVM_VIEW_CHUNKS_KEPT chunks (e.g. shared_buffers of several GB), the
- * pins of a query spread over many chunks, and each time one empties another
- * is needed: without this, every such turn was a pfree() and a zeroed 8 kB
- * allocation.  A chunk is empty when its last view goes, and every view is
- * cleared when it goes, so a spare chunk is all NULL already and is reused
- * as it is.
- */
-static void **SpareChunks[NVM_VIEW_CHUNKS_KEPT];
-static int	NSpareChunks = 0;
-
+/* se2 only: the generations, 4 bytes per buffer */
+static Size
+nvm_gen_size(void)
+{
+	if (nvm_storage_engine != NVM_ENGINE_SE2)
+		return 0;
+	return mul_size(NBuffers, sizeof(uint32));
+}
 
 /*
  * NvmBufShmemSize -- shared memory of the redirection flags, a byte per
- * shared buffer (nvm_shmem.c adds it up with pgnvm's other parts).
+ * shared buffer, and in se2 of the generations, 4 bytes per shared buffer
+ * (nvm_shmem.c adds it up with pgnvm's other parts).
  */
 Size
 NvmBufShmemSize(void)
 {
-	return mul_size(NBuffers, sizeof(uint8));
+	return add_size(mul_size(NBuffers, sizeof(uint8)), nvm_gen_size());
 }
 
 /*
- * NvmBufShmemInit -- allocate or attach the redirection flags (from
- * nvm_shmem.c).
+ * NvmBufShmemInit -- allocate or attach the redirection flags, and in se2
+ * the generations (from nvm_shmem.c).  base and se1 allocate exactly what
+ * they did before generations.
  */
 void
 NvmBufShmemInit(void)
@@ -132,6 +137,13 @@ NvmBufShmemInit(void)
 		ShmemInitStruct("pgnvm buffer flags", NBuffers * sizeof(uint8), &found);
 	if (!found)
 		memset((void *) NvmBufferFlags, 0, NBuffers * sizeof(uint8));
+
+	if (nvm_gen_size() == 0)
+		return;
+	NvmBufferGen = (volatile uint32 *)
+		ShmemInitStruct("pgnvm buffer generations", nvm_gen_size(), &found);
+	if (!found)
+		memset((void *) NvmBufferGen, 0, nvm_gen_size());
 }
 
 /*
@@ -150,15 +162,53 @@ NvmBufInitAccess(void)
 
 	if (nvm_storage_engine != NVM_ENGINE_SE2 || NvmSe2Active())
 		return;
+	Assert(NvmBufferGen != NULL);
 	NvmViewCxt = AllocSetContextCreate(TopMemoryContext, "NvmBufViews",
 									   ALLOCSET_SMALL_SIZES);
 	NvmViewCount = MemoryContextAllocZero(NvmViewCxt, sizeof(uint16) * nchunks);
-	NvmBufferPages = MemoryContextAllocZero(NvmViewCxt, sizeof(void **) * nchunks);
+	NvmViewUsed = MemoryContextAllocZero(NvmViewCxt, sizeof(uint64) * nchunks);
+	NvmBufferPages = MemoryContextAllocZero(NvmViewCxt, sizeof(NvmView *) * nchunks);
+}
+
+/* the chunks nvm_view_memory allows, at least 2 (a read may span two) */
+static int
+nvm_view_chunks_max(void)
+{
+	Size		per_chunk = sizeof(NvmView) * NVM_VIEW_CHUNK;
+
+	return Max(2, (int) Min((Size) nvm_view_memory * 1024 / per_chunk,
+							(Size) INT_MAX));
 }
 
 /*
- * nvm_view_chunk_ready -- make sure the chunk holding buffer's view exists
- * (allocates: never in a critical section).
+ * nvm_view_coldest_chunk -- the least recently used chunk without a pinned
+ * view, other than "except", or -1 if every chunk has one.
+ */
+static int
+nvm_view_coldest_chunk(int except)
+{
+	int			nchunks = (NBuffers + NVM_VIEW_CHUNK - 1) / NVM_VIEW_CHUNK;
+	int			coldest = -1;
+
+	for (int c = 0; c < nchunks; c++)
+	{
+		if (c == except || NvmBufferPages[c] == NULL || NvmViewCount[c] > 0)
+			continue;
+		if (coldest < 0 || NvmViewUsed[c] < NvmViewUsed[coldest])
+			coldest = c;
+	}
+	return coldest;
+}
+
+/*
+ * nvm_view_chunk_ready -- make sure the chunk holding buffer's view exists,
+ * and mark it used (allocates: never in a critical section).
+ *
+ * At most nvm_view_memory of chunks are kept: a new one beyond takes the
+ * memory of the least recently used chunk that has no pinned view, whose
+ * kept views are dropped (they hold nothing: a kept view counts on no
+ * mapping).  If every chunk has a pinned view (a few chunks, a tiny
+ * nvm_view_memory), one more is allocated.
  */
 static void
 nvm_view_chunk_ready(Buffer buffer)
@@ -167,38 +217,124 @@ nvm_view_chunk_ready(Buffer buffer)
 
 	if (NvmBufferPages[c] == NULL)
 	{
-		if (NSpareChunks > 0)
-		{
-			void	  **chunk = SpareChunks[--NSpareChunks];
+		NvmView    *chunk = NULL;
 
-#ifdef USE_ASSERT_CHECKING
-			for (int i = 0; i < NVM_VIEW_CHUNK; i++)
-				Assert(chunk[i] == NULL);
-#endif
-			NvmBufferPages[c] = chunk;
+		if (NvmViewChunks >= nvm_view_chunks_max())
+		{
+			int			victim = nvm_view_coldest_chunk(c);
+
+			if (victim >= 0)
+			{
+				chunk = NvmBufferPages[victim];
+				NvmBufferPages[victim] = NULL;
+				memset(chunk, 0, sizeof(NvmView) * NVM_VIEW_CHUNK);
+				NvmViewChunks--;
+				MyNvmStats->view_chunks_dropped++;
+			}
 		}
-		else
-			NvmBufferPages[c] = MemoryContextAllocZero(NvmViewCxt,
-													   sizeof(void *) * NVM_VIEW_CHUNK);
+		if (chunk == NULL)
+			chunk = MemoryContextAllocZero(NvmViewCxt,
+										   sizeof(NvmView) * NVM_VIEW_CHUNK);
+		NvmBufferPages[c] = chunk;
 		NvmViewChunks++;
 	}
+	NvmViewUsed[c] = ++NvmViewClock;
+}
+
+/* this process's view entry of a buffer whose chunk exists */
+static inline NvmView *
+nvm_view_entry(Buffer buffer)
+{
+	NvmView    *chunk = NvmBufferPages[(buffer - 1) >> NVM_VIEW_CHUNK_BITS];
+
+	Assert(chunk != NULL);
+	return &chunk[(buffer - 1) & (NVM_VIEW_CHUNK - 1)];
 }
 
 /*
- * nvm_view_set -- record this process's view of a redirected buffer's page
- * and declare it to the storage manager.  The chunk must be ready: this
- * runs in the completion of a read, a critical section.
+ * nvm_view_set -- record this process's view of a redirected buffer's page,
+ * in mapping "map", taken at generation gen, and declare it to the storage
+ * manager, which says the epoch to keep it with.  The chunk must be ready:
+ * this runs in the completion of a read, a critical section.
  */
 static void
-nvm_view_set(Buffer buffer, char *page)
+nvm_view_set(Buffer buffer, char *page, NvmViewMap map, uint32 gen)
 {
-	int			c = (buffer - 1) >> NVM_VIEW_CHUNK_BITS;
+	NvmView    *v = nvm_view_entry(buffer);
 
-	Assert(NvmBufferPages[c] != NULL);
-	Assert(NvmBufferPages[c][(buffer - 1) & (NVM_VIEW_CHUNK - 1)] == NULL);
-	NvmBufferPages[c][(buffer - 1) & (NVM_VIEW_CHUNK - 1)] = page;
-	NvmViewCount[c]++;
-	nvm_view_acquire(page);
+	Assert(v->page == NULL);
+	v->page = page;
+	v->gen = gen;
+	v->map = map;
+	v->map_epoch = nvm_view_acquire(map);
+	NvmViewCount[(buffer - 1) >> NVM_VIEW_CHUNK_BITS]++;
+}
+
+/*
+ * nvm_view_resolve -- this process's view of the pinned buffer, which is
+ * redirected (or was, when the caller looked) and has no view resolved
+ * under this pin: the kept view taken again if it is still good, else the
+ * page looked up in this process's mapping.  NULL if the segment cannot be
+ * mapped here.  The buffer's tag cannot change while we hold the pin.
+ *
+ * The kept view is good if the buffer's generation is the one it was kept
+ * with -- no invalidation, copy-on-write, demotion or new redirection since
+ * -- and its mapping's epoch too -- the mapping was not let go since.  The
+ * generation is read under our pin, so nothing can evict, demote or
+ * redirect the buffer anew meanwhile (each needs it unpinned, or its I/O);
+ * a copy-on-write may bump it at any time, which is harmless: the view
+ * shows the page the copy is made from, as under any pin (R5, R6).  The
+ * storage manager checks as well that the mapping is of the tag's block
+ * (view_mismatches counts a generation that said yes wrongly: must be 0).
+ */
+static char *
+nvm_view_resolve(Buffer buffer)
+{
+	BufferDesc *buf = GetBufferDescriptor(buffer - 1);
+	BufferTag	tag = buf->tag;
+	NvmView    *chunk = NvmBufferPages[(buffer - 1) >> NVM_VIEW_CHUNK_BITS];
+	uint32		gen = NvmBufferGen[buffer - 1];
+	NvmViewMap	map;
+	char	   *page;
+
+	if (chunk != NULL)
+	{
+		NvmView    *v = &chunk[(buffer - 1) & (NVM_VIEW_CHUNK - 1)];
+
+		Assert(v->page == NULL);
+		if (v->map_epoch != 0)
+		{
+			bool		mismatch = false;
+
+			page = v->gen != gen ? NULL :
+				nvm_view_reacquire(v->map, v->map_epoch,
+								   BufTagGetRelFileLocator(&tag),
+								   BufTagGetForkNum(&tag), tag.blockNum,
+								   &mismatch);
+			if (page != NULL)
+			{
+				v->page = page;
+				NvmViewCount[(buffer - 1) >> NVM_VIEW_CHUNK_BITS]++;
+				NvmViewUsed[(buffer - 1) >> NVM_VIEW_CHUNK_BITS] = ++NvmViewClock;
+				MyNvmStats->views_kept++;
+				return page;
+			}
+			if (mismatch)
+				MyNvmStats->view_mismatches++;
+			else
+				MyNvmStats->views_stale++;
+			v->map_epoch = 0;	/* stale for good */
+		}
+	}
+
+	page = nvm_mapped_block(BufTagGetRelFileLocator(&tag),
+							BufTagGetForkNum(&tag), tag.blockNum, &map);
+	if (page == NULL)
+		return NULL;
+	nvm_view_chunk_ready(buffer);
+	nvm_view_set(buffer, page, map, gen);
+	MyNvmStats->views_resolved++;
+	return page;
 }
 
 /*
@@ -216,60 +352,49 @@ NvmPrepareRedirect(const Buffer *buffers, int nbuffers)
 /*
  * NvmBufferGetBlockSlow -- resolve a redirected buffer in this process.
  *
- * Called by BufferGetBlock() the first time this process looks at a
- * redirected buffer it has pinned: the address of the page in this
- * process's read-only mapping of the segment, remembered until the last pin
- * goes.  The buffer's tag cannot change while we hold the pin.  If this
- * process cannot map the segment (nvm_max_mappings, address space), the
- * page is copied into its slot instead, from the file, as before a change,
- * and the slot is returned.
+ * Called by BufferGetBlock() the first time under a pin that this process
+ * looks at a redirected buffer: the address of the page in this process's
+ * read-only mapping of the segment, remembered until the last pin goes and
+ * kept after it (nvm_view_resolve(): a kept view that is still good is
+ * taken again without a look-up).  If this process cannot map the segment
+ * (nvm_max_mappings, address space), the page is copied into its slot
+ * instead, from the file, as before a change, and the slot is returned.
  */
 void *
 NvmBufferGetBlockSlow(Buffer buffer)
 {
-	BufferDesc *buf = GetBufferDescriptor(buffer - 1);
-	BufferTag	tag = buf->tag;
 	char	   *page;
 
 	Assert(NvmSe2Active());
 	Assert(NvmBufferView(buffer) == NULL);
 
-	page = nvm_mapped_block(BufTagGetRelFileLocator(&tag),
-							BufTagGetForkNum(&tag), tag.blockNum);
+	page = nvm_view_resolve(buffer);
 	if (page == NULL)
 	{
 		NvmBufferCow(buffer);
 		return NvmSlotBlock(buffer - 1);
 	}
-	nvm_view_chunk_ready(buffer);
-	nvm_view_set(buffer, page);
 	return page;
 }
 
 /*
  * NvmBufferForgetView -- this process released its last pin on the buffer:
- * its cached address may not be used any more (the buffer may be evicted
- * and reused for another page).
+ * its address may not be used any more (the buffer may be evicted and
+ * reused for another page), and its count on the mapping goes.  The rest is
+ * kept (generation, mapping handle and epoch) for the next pin to take the
+ * view again if nothing changed meanwhile (nvm_view_resolve()).
  */
 void
 NvmBufferForgetView(Buffer buffer)
 {
 	int			c = (buffer - 1) >> NVM_VIEW_CHUNK_BITS;
-	char	   *page = NvmBufferView(buffer);
+	NvmView    *v = nvm_view_entry(buffer);
 
-	Assert(page != NULL);
-	NvmBufferPages[c][(buffer - 1) & (NVM_VIEW_CHUNK - 1)] = NULL;
-	if (--NvmViewCount[c] == 0 && NvmViewChunks > NVM_VIEW_CHUNKS_KEPT)
-	{
-		/* every entry of an empty chunk is NULL: keep it for reuse as is */
-		if (NSpareChunks < NVM_VIEW_CHUNKS_KEPT)
-			SpareChunks[NSpareChunks++] = NvmBufferPages[c];
-		else
-			pfree(NvmBufferPages[c]);
-		NvmBufferPages[c] = NULL;
-		NvmViewChunks--;
-	}
-	nvm_view_release(page);
+	Assert(v->page != NULL);
+	Assert(NvmViewCount[c] > 0);
+	v->page = NULL;
+	NvmViewCount[c]--;
+	nvm_view_release(v->map);
 }
 
 /*
@@ -371,23 +496,15 @@ nvm_buffer_cow(Buffer buffer, bool conditional)
 	{
 		src = NvmBufferView(buffer);
 		if (src == NULL)
+			src = nvm_view_resolve(buffer);
+		if (src == NULL)
 		{
 			BufferTag	tag = buf->tag;
 
-			src = nvm_mapped_block(BufTagGetRelFileLocator(&tag),
-								   BufTagGetForkNum(&tag), tag.blockNum);
-			if (src != NULL)
-			{
-				nvm_view_chunk_ready(buffer);
-				nvm_view_set(buffer, src);
-			}
-			else
-			{
-				smgrread(smgropen(BufTagGetRelFileLocator(&tag),
-								  INVALID_PROC_NUMBER),
-						 BufTagGetForkNum(&tag), tag.blockNum, from_file.data);
-				src = from_file.data;
-			}
+			smgrread(smgropen(BufTagGetRelFileLocator(&tag),
+							  INVALID_PROC_NUMBER),
+					 BufTagGetForkNum(&tag), tag.blockNum, from_file.data);
+			src = from_file.data;
 		}
 	}
 	nvm_fault_init();
@@ -452,7 +569,11 @@ nvm_buffer_cow(Buffer buffer, bool conditional)
 
 		buf_state = LockBufHdr(buf);
 		if (ok)
+		{
 			NvmBufferFlags[buffer - 1] = 0;
+			/* it shows the slot now: views kept of the mapping are stale */
+			NvmBufferGen[buffer - 1]++;
+		}
 		else
 		{
 			NvmBufferFlags[buffer - 1] = NVM_BUF_REDIRECTED;
@@ -592,6 +713,14 @@ NvmRedirectDone(Buffer buffer, char *page)
 			NvmSlotFree(slot);
 	}
 	NvmBufferFlags[buffer - 1] = NVM_BUF_REDIRECTED;
-	nvm_view_set(buffer, page);
+
+	/*
+	 * A new redirection: views kept of this buffer are stale (the buffer was
+	 * invalidated before this read, which bumped the generation already; this
+	 * makes it so by itself).  Nobody else changes the generation while our
+	 * I/O is in progress, and BM_VALID publishes it with the flag.
+	 */
+	NvmBufferGen[buffer - 1]++;
+	nvm_view_set(buffer, page, nvm_view_map_of(page), NvmBufferGen[buffer - 1]);
 	MyNvmStats->redirects++;
 }

@@ -473,6 +473,8 @@ nvm_slot_clock(bool missing_ok)
 				 */
 				Assert(flags == 0);
 				NvmBufferFlags[buf_id] = NVM_BUF_REDIRECTED;
+				/* it shows the mapping again: a change of what it shows (H4) */
+				NvmBufferGen[buf_id]++;
 				NvmSlotDetach(buf_id);
 				UnlockBufHdr(buf, buf_state);
 				pg_atomic_fetch_add_u64(&SlotCtl->demotions, 1);

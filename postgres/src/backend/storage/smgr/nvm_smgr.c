@@ -50,7 +50,15 @@
  * verifies the pages there and redirects the buffers (nvm_buf.c).  This
  * file knows nothing of buffers: the addresses travel with the IO handle,
  * and the buffer manager holds a "view" of a mapping (nvm_view_acquire())
- * for as long as one of its pinned buffers points into it.
+ * for as long as one of its pinned buffers points into it.  A view names
+ * its mapping by a handle (NvmViewMap), an index into this process's table
+ * of read-only mappings, so that taking and releasing a view needs no
+ * look-up by address; the buffer manager keeps the handle, with the entry's
+ * epoch, after the last pin goes, and a later pin of the same buffer takes
+ * the view again through it (nvm_view_reacquire()) if the epoch is still
+ * the entry's: letting go of a mapping (retiring or unmapping it) changes
+ * the epoch, so a kept handle never keeps a mapping alive nor reaches one
+ * that has gone (docs/storage-engines.md, H4).
  *
  * Verification by prefetch helpers (se2, nvm_prefetch = helper, data
  * checksums on).  Helpers that prefetch redirected blocks also verify them,
@@ -148,6 +156,7 @@ typedef struct NvmMapping
 	bool		readonly;		/* PROT_READ, for redirected buffers (se2) */
 	char	   *addr;
 	int			views;			/* views the buffer manager holds */
+	NvmViewMap	view_map;		/* read-only: its entry of NvmViewMaps */
 	BlockNumber known_blocks;	/* the segment has at least this many */
 
 	/*
@@ -180,6 +189,29 @@ static int	NvmByAddrCap = 0;
  * when that mapping leaves NvmByAddr
  */
 static NvmMapping *NvmByAddrLast = NULL;
+
+/*
+ * The handles of the read-only mappings (owned and retired), for the views:
+ * NvmViewMap is an index into this table, stable while its mapping lives.
+ * An entry's epoch changes when its mapping is let go (retired or unmapped
+ * at once) and when the entry is given to a new mapping: a view the buffer
+ * manager kept with another epoch is stale (nvm_view_reacquire()).  Epochs
+ * are never 0, which a view taken of a retired mapping gets
+ * (nvm_view_acquire()): never to be taken again.  The table only grows (it
+ * is reserved before mapping, nvm_viewmap_reserve(): letting go and views
+ * never allocate); free entries are chained through next_free.
+ */
+typedef struct NvmViewMapEntry
+{
+	NvmMapping *m;				/* the mapping, NULL while the entry is free */
+	uint32		epoch;			/* views kept with another epoch are stale */
+	NvmViewMap	next_free;		/* free entries' chain */
+} NvmViewMapEntry;
+
+static NvmViewMapEntry *NvmViewMaps = NULL;
+static int	NvmViewMapsLen = 0;	/* entries ever used */
+static int	NvmViewMapsCap = 0;
+static NvmViewMap NvmViewMapsFree = NVM_NO_VIEW_MAP;
 
 /* a failed mmap() is logged once per process */
 static bool NvmFallbackLogged = false;
@@ -249,6 +281,70 @@ nvm_byaddr_insert(NvmMapping *m)
 	NvmByAddrLen++;
 }
 
+/* the next epoch of a view map entry: any value but 0 */
+static inline uint32
+nvm_epoch_next(uint32 epoch)
+{
+	return epoch + 1 == 0 ? 1 : epoch + 1;
+}
+
+/*
+ * nvm_viewmap_reserve -- room for one more handle (before mapping: may
+ * ERROR).
+ */
+static void
+nvm_viewmap_reserve(void)
+{
+	if (NvmViewMapsFree != NVM_NO_VIEW_MAP || NvmViewMapsLen < NvmViewMapsCap)
+		return;
+	NvmViewMapsCap = Max(16, NvmViewMapsCap * 2);
+	if (NvmViewMaps == NULL)
+		NvmViewMaps = MemoryContextAlloc(NvmCxt,
+										 sizeof(NvmViewMapEntry) * NvmViewMapsCap);
+	else
+		NvmViewMaps = repalloc(NvmViewMaps,
+							   sizeof(NvmViewMapEntry) * NvmViewMapsCap);
+}
+
+/* give the new read-only mapping m a handle (reserved: never fails) */
+static void
+nvm_viewmap_assign(NvmMapping *m)
+{
+	NvmViewMap	map;
+
+	if (NvmViewMapsFree != NVM_NO_VIEW_MAP)
+	{
+		map = NvmViewMapsFree;
+		NvmViewMapsFree = NvmViewMaps[map].next_free;
+	}
+	else
+	{
+		Assert(NvmViewMapsLen < NvmViewMapsCap);
+		map = NvmViewMapsLen++;
+		NvmViewMaps[map].m = NULL;
+		NvmViewMaps[map].epoch = 0;
+	}
+	Assert(NvmViewMaps[map].m == NULL);
+	NvmViewMaps[map].m = m;
+	/* nothing kept with an earlier holder's epoch is taken for this one */
+	NvmViewMaps[map].epoch = nvm_epoch_next(NvmViewMaps[map].epoch);
+	NvmViewMaps[map].next_free = NVM_NO_VIEW_MAP;
+	m->view_map = map;
+}
+
+/* the read-only mapping m is unmapped: its handle is free */
+static void
+nvm_viewmap_free(NvmMapping *m)
+{
+	NvmViewMapEntry *e = &NvmViewMaps[m->view_map];
+
+	Assert(e->m == m);
+	e->m = NULL;
+	e->epoch = nvm_epoch_next(e->epoch);
+	e->next_free = NvmViewMapsFree;
+	NvmViewMapsFree = m->view_map;
+}
+
 static void
 nvm_byaddr_remove(NvmMapping *m)
 {
@@ -282,7 +378,10 @@ nvm_unmap_mapping(NvmMapping *m)
 	if (munmap(m->addr, NVM_SEGMENT_BYTES) != 0)
 		elog(WARNING, "could not unmap relation segment: %m");
 	if (m->readonly)
+	{
 		nvm_byaddr_remove(m);
+		nvm_viewmap_free(m);
+	}
 	dlist_delete(&m->node);
 	NvmNumMappings--;
 	pfree(m);
@@ -298,9 +397,14 @@ nvm_let_go(NvmMapping *m)
 	if (m == NULL)
 		return;
 	m->reln = NULL;
-	/* whatever is mapped at this address later, no verdict is about it */
 	if (m->readonly)
+	{
+		/* whatever is mapped at this address later, no verdict is about it */
 		NvmVerifyForget(m->addr, NVM_SEGMENT_BYTES);
+		/* no view kept of it is taken again (H4): it may go at once */
+		NvmViewMaps[m->view_map].epoch =
+			nvm_epoch_next(NvmViewMaps[m->view_map].epoch);
+	}
 	if (m->views > 0)
 	{
 		dlist_delete(&m->node);
@@ -436,7 +540,10 @@ nvm_map_segment(SMgrRelation reln, BlockNumber segno, bool skipFsync,
 		reln->nvm_num_maps = newsize;
 	}
 	if (readonly)
+	{
 		nvm_byaddr_reserve();
+		nvm_viewmap_reserve();
+	}
 	m = MemoryContextAllocZero(NvmCxt, sizeof(NvmMapping));
 
 	if (NvmNumMappings >= nvm_max_mappings)
@@ -487,6 +594,7 @@ nvm_map_segment(SMgrRelation reln, BlockNumber segno, bool skipFsync,
 	if (readonly)
 	{
 		nvm_byaddr_insert(m);
+		nvm_viewmap_assign(m);
 		reln->nvm_maps[segno].ro = m;
 	}
 	else
@@ -555,18 +663,23 @@ nvm_ro_block_address(SMgrRelation reln, BlockNumber blocknum)
 /*
  * nvm_mapped_block -- for the buffer manager: this process's read-only
  * mapped address of a block of a permanent relation's main fork (to read a
- * redirected buffer's page in place), or NULL if its segment cannot be
- * mapped.
+ * redirected buffer's page in place), and the handle of its mapping in *map
+ * (for nvm_view_acquire()), or NULL if its segment cannot be mapped.
  */
 char *
 nvm_mapped_block(RelFileLocator rlocator, ForkNumber forknum,
-				 BlockNumber blocknum)
+				 BlockNumber blocknum, NvmViewMap *map)
 {
 	SMgrRelation reln = smgropen(rlocator, INVALID_PROC_NUMBER);
+	NvmMapping *m;
 
 	Assert(forknum == MAIN_FORKNUM);
 	Assert(reln->smgr_which == NVM_SMGR_WHICH);
-	return nvm_ro_block_address(reln, blocknum);
+	m = nvm_segment(reln, blocknum / ((BlockNumber) RELSEG_SIZE), false, true);
+	if (m == NULL)
+		return NULL;
+	*map = m->view_map;
+	return m->addr + (size_t) BLCKSZ * (blocknum % ((BlockNumber) RELSEG_SIZE));
 }
 
 /*
@@ -619,29 +732,96 @@ nvm_map_blocks(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 }
 
 /*
- * nvm_view_acquire/nvm_view_release -- the buffer manager starts or stops
- * reading the page at this address (in a read-only mapping of this
- * process) through a pinned redirected buffer.  While a mapping has views,
- * it is not unmapped.  Called in critical sections too (the completion of
- * a read): must not fail or allocate.
+ * nvm_view_map_of -- the handle of the read-only mapping of this process
+ * that holds page (an address a read left in place, nvm_startreadv()): the
+ * one look-up by address, for a read's completion.  Must not fail or
+ * allocate (a critical section).
  */
-void
-nvm_view_acquire(const char *page)
+NvmViewMap
+nvm_view_map_of(const char *page)
 {
 	NvmMapping *m = nvm_byaddr_find(page);
 
-	Assert(m != NULL);
+	Assert(m != NULL && m->readonly);
+	return m->view_map;
+}
+
+/*
+ * nvm_view_acquire/nvm_view_release -- the buffer manager starts or stops
+ * reading a page of the read-only mapping "map" of this process through a
+ * pinned redirected buffer.  While a mapping has views, it is not unmapped
+ * (a mapping let go meanwhile is retired, and unmapped at its last view's
+ * release).  nvm_view_acquire() returns the epoch to keep the view with
+ * after the pin goes (nvm_view_reacquire()), or 0 if the mapping is retired
+ * already: such a view is never taken again.  Called in critical sections
+ * too (the completion of a read): must not fail or allocate.
+ */
+uint32
+nvm_view_acquire(NvmViewMap map)
+{
+	NvmMapping *m;
+
+	Assert(map >= 0 && map < NvmViewMapsLen);
+	m = NvmViewMaps[map].m;
+	Assert(m != NULL && m->readonly);
 	m->views++;
+	return m->reln != NULL ? NvmViewMaps[map].epoch : 0;
 }
 
 void
-nvm_view_release(const char *page)
+nvm_view_release(NvmViewMap map)
 {
-	NvmMapping *m = nvm_byaddr_find(page);
+	NvmMapping *m;
 
+	Assert(map >= 0 && map < NvmViewMapsLen);
+	m = NvmViewMaps[map].m;
 	Assert(m != NULL && m->views > 0);
 	if (--m->views == 0 && m->reln == NULL)
 		nvm_unmap_mapping(m);
+}
+
+/*
+ * nvm_view_reacquire -- take again a view the buffer manager kept after its
+ * last pin: mapping "map", kept with "epoch", of block blocknum of the
+ * relation and fork the buffer holds now (its tag, stable under the pin).
+ * Returns the page's address, with the view counted as nvm_view_acquire()
+ * does, or NULL if the view is stale: the mapping was let go since (the
+ * entry's epoch changed; it may be unmapped, or hold another mapping), or
+ * -- which the buffer's generation should have excluded, and *mismatch then
+ * says -- the mapping is not of that block's segment.  No look-up: the
+ * handle is an index, and the address is computed from the mapping.
+ */
+char *
+nvm_view_reacquire(NvmViewMap map, uint32 epoch, RelFileLocator rlocator,
+				   ForkNumber forknum, BlockNumber blocknum, bool *mismatch)
+{
+	NvmViewMapEntry *e;
+	NvmMapping *m;
+
+	Assert(map >= 0 && map < NvmViewMapsLen);
+	Assert(epoch != 0);
+	*mismatch = false;
+	e = &NvmViewMaps[map];
+	if (e->epoch != epoch)
+		return NULL;
+	/* the epoch it was kept with: the very mapping, owned, not retired */
+	m = e->m;
+	Assert(m != NULL && m->readonly && m->reln != NULL);
+	if (forknum != MAIN_FORKNUM ||
+		blocknum / ((BlockNumber) RELSEG_SIZE) != m->segno ||
+		!RelFileLocatorEquals(m->reln->smgr_rlocator.locator, rlocator))
+	{
+		*mismatch = true;
+		return NULL;
+	}
+	m->views++;
+	/* used: most recently (as nvm_segment() would) */
+	if (dlist_head_node(&NvmLru) != &m->node)
+	{
+		dlist_delete(&m->node);
+		dlist_push_head(&NvmLru, &m->node);
+	}
+	return m->addr + (size_t) BLCKSZ * (blocknum % ((BlockNumber) RELSEG_SIZE));
 }
 
 /*
