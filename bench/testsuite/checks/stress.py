@@ -15,9 +15,10 @@
 
 The load runs until the writers finish their sequences (time-limited). Then: no reader or
 writer saw an error or a violation, the se2 counters show the load did redirect and copy
-(base/se1: never), pg_amcheck (heapallindexed) is clean, and the table's digest (md5 of
-``SELECT g, k, v, pad ORDER BY g, k``) equals the one computed from the writers' sequences
-and the one base recorded for the same seed.
+(base/se1: never) and no kept view's generation matched another relation's block
+(``view_mismatches`` 0, storage-engines.md H4d), pg_amcheck (heapallindexed) is clean, and
+the table's digest (md5 of ``SELECT g, k, v, pad ORDER BY g, k``) equals the one computed
+from the writers' sequences and the one base recorded for the same seed.
 """
 
 from __future__ import annotations
@@ -303,6 +304,12 @@ def stress(env: EngineEnv, limit: float) -> str:
     if env.engine == "se2":
         if d["redirects"] <= 0 or d["cow_copies"] <= 0:
             raise CheckFailed(f"se2 under load neither redirected nor copied: {counters.fmt(d)}")
+        if d["view_mismatches"]:
+            raise CheckFailed(
+                f"se2 under load: view_mismatches grew by {d['view_mismatches']} (must stay "
+                f"0: a kept view's generation matched another relation's block); "
+                f"{counters.fmt(d)}"
+            )
     elif d["redirects"] or d["cow_copies"] or d["hints_skipped"]:
         raise CheckFailed(f"{env.engine} must never redirect: {counters.fmt(d)}")
 
@@ -338,6 +345,7 @@ def stress(env: EngineEnv, limit: float) -> str:
     with contextlib.suppress(Exception), env.server.connect() as c:
         c.execute(f"DROP DATABASE IF EXISTS {DB}")
     return (
-        f"{what}; 0 errors, 0 violations; {counters.fmt(d, ('redirects', 'cow_copies'))}; "
+        f"{what}; 0 errors, 0 violations; "
+        f"{counters.fmt(d, ('redirects', 'cow_copies', 'views_kept', 'views_stale'))}; "
         f"digest {digest} = expected [{source}]; {amc}"
     )
