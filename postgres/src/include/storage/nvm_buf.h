@@ -10,10 +10,11 @@
  * recorded in shared memory (NvmBufferFlags, one byte per buffer, changed
  * only under the buffer header spinlock); each process caches the address of
  * the page in its own mapping (NvmBufferPages) for the buffers it has pinned,
- * and keeps it after the last pin, with the buffer's generation
- * (NvmBufferGen, shared), for the next pin to take again without looking it
- * up.  BufferGetBlock() consults the flag and the address.  See
- * docs/storage-engines.md (R1-R8, H4).
+ * and keeps after the last pin the buffer's generation (NvmBufferGen,
+ * shared) and the mapping's handle, from which the next pin gets the address
+ * back without looking the page up if neither changed.  BufferGetBlock()
+ * consults the flag and the address.  See docs/storage-engines.md (R1-R8,
+ * H4).
  *
  * src/include/storage/nvm_buf.h
  *
