@@ -59,8 +59,10 @@ ENGINE_CHECKS: tuple[CheckDef, ...] = (
         "slots",
         5 * 60,
         "se2's hybrid pool under writes: slots within the budget, none for redirected "
-        "buffers, none lost; a page zeroed by zero_damaged_pages is evicted, not demoted; "
-        "bulk reads over slots/4 (nvm_buffer_descriptors refused in base/se1)",
+        "buffers, none lost, a CHECKPOINT leaves nothing dirty; a page zeroed by "
+        "zero_damaged_pages is evicted, not demoted; bulk reads over slots/4; settings and "
+        "allocations that follow shared_buffers follow the slots (nvm_buffer_descriptors "
+        "refused in base/se1)",
     ),
     CheckDef("crash", 10 * 60, "kill -9 under load; acknowledged commits survive"),
     CheckDef(

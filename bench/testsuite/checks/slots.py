@@ -19,8 +19,11 @@ After the writers (nothing running): every slot is either held or free
 ``slots_in_use``, the slot clock ran (``demotions`` grew: DRAM pressure made copies
 redirected again) and more buffers were redirected at some reading than there are slots,
 and the table's sum equals the number of updates made (no update lost to a demotion).
+Then a ``CHECKPOINT`` must leave none of the table's buffers dirty (the writers left some):
+``BufferSync()`` walks the slots' owners, not the descriptors (H8), and must still find every
+dirty buffer.
 
-Two probes run first, each on a fresh table:
+Three probes run first, each on a fresh table or a restart:
 
 * ``zeroed page not demoted``: a block of a checkpointed table is corrupted in the file
   behind the server (one byte flipped, as the ``checksum`` check does) and read with
@@ -34,6 +37,16 @@ Two probes run first, each on a fresh table:
   pages (under ``descriptors / 4``) must use a bulk-read ring, as stock does for a table
   over a quarter of ``shared_buffers``: the threshold is the slots (the DRAM), not the
   descriptors; afterwards far fewer than the table's pages are in buffers.
+* ``sizing``: what follows ``shared_buffers`` follows the slots (H8). The server is
+  restarted without the hybrid pool (``nvm_buffer_descriptors = 0``: se2 with the same
+  ``shared_buffers``), then with :data:`SIZING_DESCRIPTORS` of descriptors (32,768, where
+  stock's autotune of the SLRUs, 1/512 of ``NBuffers``, would give 64 buffers, not 16): every
+  setting in ``pg_settings`` must be the same in both (``transaction_buffers``,
+  ``subtransaction_buffers``, ``commit_timestamp_buffers``, ``wal_buffers``,
+  ``io_max_concurrency`` are autotuned from it), and every allocation of
+  ``pg_shmem_allocations`` the same size, but those of :data:`PER_DESCRIPTOR` (which must
+  grow): "Checkpoint BufferIds", "Checkpointer Data", "XLOG Ctl", the SLRUs, AIO's handles
+  and "Buffer Blocks" among them. The detail gives the shared memory per added descriptor.
 
 In base and se1 the server refuses to start with ``nvm_buffer_descriptors`` (H9), with a
 FATAL naming the setting. se2 without the setting has nothing to check (skipped).
@@ -64,6 +77,29 @@ ZD_TABLE = "slots_zd"  # the table whose block ZD_BLOCK is corrupted
 ZD_ROWS = 8_000  # ~130 blocks: under slots / 4, read without a ring
 ZD_BLOCK = 7
 PRESSURE = "slots_pressure"  # twice the slots: the slot clock takes every slot
+#: descriptors for the sizing probe: 32,768 (with 16 MB of slots, 2,048)
+SIZING_DESCRIPTORS = "256MB"
+#: the allocations that follow the descriptors (NBuffers), not the slots: the only ones
+#: whose size may change with ``nvm_buffer_descriptors`` ("Shared Buffer Lookup Table" is
+#: the mapping hash's header and directory, its entries are ``<anonymous>``)
+PER_DESCRIPTOR = (
+    "Buffer Descriptors",
+    "Buffer IO Condition Variables",
+    "Shared Buffer Lookup Table",
+    "<anonymous>",
+    "pgnvm buffer flags",
+    "pgnvm slot maps",
+)
+#: of those, the ones that are NBuffers entries: they must grow (the restart took effect)
+GROWS = ("Buffer Descriptors", "Buffer IO Condition Variables", "pgnvm buffer flags")
+#: allocations of the hybrid pool only (4 B per slot)
+HYBRID_ONLY = ("pgnvm slot free list",)
+#: settings that may differ between the two pools
+SIZING_SETTINGS = (
+    "nvm_buffer_descriptors",
+    "shared_memory_size",
+    "shared_memory_size_in_huge_pages",
+)
 BULK = "slots_bulk"  # 2 x slots / 4 pages: bulk read by the slots' threshold
 #: a sequential scan from block 0 (not an index-only scan of the frozen table)
 NO_PAR = (
@@ -166,6 +202,10 @@ def _hybrid(env: EngineEnv) -> str:
     with env.server.connect() as c:
         after = nvmstats.read_pool(c)
         total = c.execute(f"SELECT sum(v) FROM {TABLE}").fetchone()[0]  # type: ignore[index]
+        # nothing touches the table from here: a checkpoint must write all it finds dirty
+        dirty = _dirty(c)
+        c.execute("CHECKPOINT")
+        left = _dirty(c)
         c.execute(f"DROP TABLE {TABLE}")
     if load.errors:
         raise CheckFailed("; ".join(load.errors[:10]))
@@ -174,6 +214,11 @@ def _hybrid(env: EngineEnv) -> str:
         raise CheckFailed(f"after the writers: {'; '.join(bad)}; {after}")
     if total != load.updates:
         raise CheckFailed(f"sum(v) = {total}, but the writers made {load.updates} updates")
+    if dirty == 0 or left:
+        raise CheckFailed(
+            f"CHECKPOINT: {dirty} buffers of {TABLE} and its index dirty before, {left} after "
+            f"(expected some before, none after: BufferSync() missed dirty buffers); {after}"
+        )
     demoted = after["demotions"] - before["demotions"]
     if demoted <= 0:
         raise CheckFailed(
@@ -192,8 +237,20 @@ def _hybrid(env: EngineEnv) -> str:
         f"buffers; slot clock: {demoted} demotions, "
         f"{after['slot_evictions'] - before['slot_evictions']} evictions, "
         f"{after['slot_writes'] - before['slot_writes']} write-backs; at rest "
-        f"{after['slots_in_use']} in use + {after['slots_free']} free"
+        f"{after['slots_in_use']} in use + {after['slots_free']} free; CHECKPOINT wrote "
+        f"all {dirty} dirty buffers of the table"
     )
+
+
+def _dirty(c: Any) -> int:
+    """Dirty shared buffers of the load's table and its index."""
+    row = c.execute(
+        "SELECT count(*) FROM pg_buffercache b "
+        "WHERE b.isdirty AND b.relfilenode IN "
+        f"(pg_relation_filenode('{TABLE}'), pg_relation_filenode('{TABLE}_pkey')) "
+        "AND b.reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def _fill(c: Any, table: str, rows: int) -> int:
@@ -299,6 +356,71 @@ def _bulk_read(env: EngineEnv, slots: int, descriptors: int) -> str:
     return f"bulk read: {pages} pages scanned, {kept} left in buffers (a ring)"
 
 
+def _pool_shape(env: EngineEnv, descriptors: str) -> dict[str, Any]:
+    """Restart with ``nvm_buffer_descriptors = descriptors``; the settings, the shared
+    memory allocations and the pool's counts then."""
+    with env.server.temporary({"nvm_buffer_descriptors": descriptors}):
+        env.server.restart()
+        with env.server.connect() as c:
+            nvmstats.ensure_extensions(c)
+            pool = nvmstats.read_pool(c)
+            settings = dict(c.execute("SELECT name, setting FROM pg_settings").fetchall())
+            allocs: dict[str, int] = {}
+            for name, size in c.execute(
+                "SELECT name, size FROM pg_shmem_allocations WHERE name IS NOT NULL"
+            ).fetchall():
+                allocs[name] = allocs.get(name, 0) + int(size)
+            used = c.execute(
+                "SELECT sum(allocated_size) FROM pg_shmem_allocations WHERE name IS NOT NULL"
+            ).fetchone()[0]  # type: ignore[index]
+    return {"pool": pool, "settings": settings, "allocs": allocs, "used": int(used)}
+
+
+def _sizing(env: EngineEnv) -> str:
+    """What is sized or autotuned from shared_buffers follows the slots, not the
+    descriptors: the same settings and allocations with and without the hybrid pool."""
+    try:
+        plain = _pool_shape(env, "0")
+        hybrid = _pool_shape(env, SIZING_DESCRIPTORS)
+    finally:
+        env.server.restart()  # the configuration's own pool again
+    p0, p1 = plain["pool"], hybrid["pool"]
+    if p0["hybrid"] or not p1["hybrid"] or p0["slots"] != p1["slots"]:
+        raise CheckFailed(f"sizing: pools not as asked: without {p0}; with {p1}")
+    bad = [
+        f"{k} = {plain['settings'].get(k)} without the hybrid pool, "
+        f"{hybrid['settings'].get(k)} with it"
+        for k in sorted(set(plain["settings"]) | set(hybrid["settings"]))
+        if k not in SIZING_SETTINGS and plain["settings"].get(k) != hybrid["settings"].get(k)
+    ]
+    a0, a1 = plain["allocs"], hybrid["allocs"]
+    for name in sorted(set(a0) | set(a1)):
+        if name in PER_DESCRIPTOR or name in HYBRID_ONLY:
+            continue
+        if a0.get(name) != a1.get(name):
+            bad.append(
+                f'"{name}" {a0.get(name)} B without the hybrid pool, {a1.get(name)} B with it'
+            )
+    for name in GROWS:
+        if not a1.get(name, 0) > a0.get(name, 0):
+            bad.append(f'"{name}" did not grow: {a0.get(name)} B, then {a1.get(name)} B')
+    if bad:
+        raise CheckFailed(
+            f"sizing: with {p1['descriptors']} descriptors instead of {p0['descriptors']} "
+            f"({p0['slots']} slots both), what follows shared_buffers must not change: "
+            + "; ".join(bad)
+        )
+    added = p1["descriptors"] - p0["descriptors"]
+    per = (hybrid["used"] - plain["used"]) / added
+    s = plain["settings"]
+    return (
+        f"sizing: {added} more descriptors, settings unchanged (transaction_buffers "
+        f"{s['transaction_buffers']}, wal_buffers {s['wal_buffers']}, io_max_concurrency "
+        f"{s['io_max_concurrency']}), allocations unchanged but the descriptors' "
+        f"({per:.1f} B of shared memory per added descriptor)"
+    )
+
+
 def _refused(env: EngineEnv) -> str:
     """base/se1 with nvm_buffer_descriptors: the server does not start, with a FATAL."""
     env.refused_start({"nvm_buffer_descriptors": "64MB"}, REFUSED)
@@ -313,5 +435,9 @@ def slots(env: EngineEnv, limit: float) -> str:
     with env.server.connect() as c:
         nvmstats.ensure_extensions(c)
         p0 = nvmstats.read_pool(c)
-    probes = [_zeroed_page(env, p0["slots"]), _bulk_read(env, p0["slots"], p0["descriptors"])]
+    probes = [
+        _zeroed_page(env, p0["slots"]),
+        _bulk_read(env, p0["slots"], p0["descriptors"]),
+        _sizing(env),
+    ]
     return "; ".join([_hybrid(env), *probes])

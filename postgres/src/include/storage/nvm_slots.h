@@ -38,6 +38,26 @@ extern PGDLLIMPORT int NvmNSlots;
 /* se2 with nvm_buffer_descriptors: slots are assigned and given back */
 extern PGDLLIMPORT bool NvmHybridPool;
 
+/* the number of buffer descriptors (miscadmin.h, bufmgr.h) */
+extern PGDLLIMPORT int NBuffers;
+
+/*
+ * NvmSharedBuffers -- shared_buffers as the user set it: the DRAM slots.
+ *
+ * What PostgreSQL sizes or autotunes from shared_buffers for pages in DRAM
+ * (the checkpointer's request queue, the SLRUs, wal_buffers,
+ * io_max_concurrency, the hash index build's sort threshold) follows this,
+ * not NBuffers, which counts descriptors in the hybrid pool (H8 of
+ * docs/storage-engines.md).  Without the hybrid pool it is NBuffers, as
+ * stock; so it is before NvmBufferPoolSizes() decided, when NBuffers still
+ * holds shared_buffers: callers may run at any time.
+ */
+static inline int
+NvmSharedBuffers(void)
+{
+	return NvmHybridPool ? NvmNSlots : NBuffers;
+}
+
 /* shared, se2 only (NULL in base and se1) */
 extern PGDLLIMPORT int32 *NvmSlotOf;	/* [NBuffers]: slot or NVM_NO_SLOT */
 extern PGDLLIMPORT int32 *NvmSlotOwner; /* [NvmNSlots]: buf_id or NVM_NO_SLOT */
