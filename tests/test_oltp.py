@@ -90,6 +90,11 @@ def test_full_matrix_and_repeat() -> None:
         (["--repeat", "0"], "--repeat"),
         (["--shared-buffers", "lots"], "bad size"),
         (["--workloads", "", "--memory-ratios", "none"], "nothing to run"),
+        # a whole-database shared_buffers: in no mode (the hybrid pool's descriptors are fine)
+        (["--configs", "nvm_se2_wholedb", "--memory-ratios", "none"], "memory-ratio experiment"),
+        # shared_buffers of its own: not in the memory experiment, which sets them
+        (["--configs", "nvm_se2_slots"], "shared_buffers = 16MB"),
+        (["--configs", "nvm_se2_hybrid,nvm_se2_slots"], "--memory-ratios none"),
     ],
 )
 def test_bad_input_is_refused_before_anything_runs(
@@ -132,6 +137,118 @@ def test_sizes_and_ratios() -> None:
     assert plan.ratio_shared_buffers("1/128", 10 << 20) == "2MB"  # floor
     assert targets.tpcb_scale(2_700_000_000) == 173
     assert targets.cluster_name("oltp", 2000000, "nvm") == "oltp-r2000000-nvm"
+
+
+# --------------------------------------------------------------------------- se2's hybrid pool
+
+#: usertable of the default 2M records as loaded (results/oltp-20261123), and after that
+#: run's 31M transactions on nvm
+LOADED_2M = 2_776_408_064
+AFTER_DEFAULT_RUN_2M = 3_098_501_120
+
+
+def test_hybrid_descriptors_cover_the_database_and_its_growth() -> None:
+    mb = 1 << 20
+    d = configs.size_bytes(settings.hybrid_descriptors(LOADED_2M, "20MB"))
+    # the rule: whole_db_shared_buffers(db x 1.25) = 1.5625 x db + 64 MB in 128 MB steps
+    assert settings.hybrid_descriptors(LOADED_2M, "20MB") == "4224MB"
+    assert d % (128 * mb) == 0
+    # room for growth beyond the catalogue's whole-database rule (tpch's, for data that
+    # does not grow): 25% of the database on top of it
+    plain = configs.size_bytes(configs.whole_db_shared_buffers(LOADED_2M))
+    assert d >= plain + LOADED_2M // 4 - 128 * mb
+    # what the default run added, with the whole-database rule's 25% still left over
+    assert d >= AFTER_DEFAULT_RUN_2M * 1.25
+    # the same rule on a reused, grown database: sized from its size at set-up
+    grown = configs.size_bytes(settings.hybrid_descriptors(AFTER_DEFAULT_RUN_2M, "20MB"))
+    assert grown > d and grown >= AFTER_DEFAULT_RUN_2M * 1.25 * 1.25
+    # never fewer descriptors than slots (the server refuses to start), never below 128 MB
+    assert settings.hybrid_descriptors(10 * mb, "8GB") == "8192MB"
+    assert settings.hybrid_descriptors(LOADED_2M, "1323MB") == "4224MB"
+    assert settings.hybrid_descriptors(5 * mb, "2MB") == "128MB"
+
+
+def test_hybrid_pool_settings() -> None:
+    hybrid = configs.BY_NAME["nvm_se2_hybrid"]
+    s = settings.server_settings(hybrid, "20MB", descriptors="3456MB")
+    # shared_buffers (the slots) is the job's, the descriptors the rule's
+    assert s["shared_buffers"] == "20MB" and s["nvm_buffer_descriptors"] == "3456MB"
+    assert {k: s[k] for k in settings.DURABLE} == settings.DURABLE
+    assert configs.pool_pages_bytes(s) == 3456 << 20
+    with pytest.raises(ValueError, match="pool for the whole database is not known"):
+        settings.server_settings(hybrid, "20MB")
+    with pytest.raises(ValueError, match="memory-ratio experiment"):
+        settings.server_settings(configs.BY_NAME["mem_limit"], "20MB", "3456MB")
+    # se2 without the hybrid pool: no descriptors written
+    assert "nvm_buffer_descriptors" not in settings.server_settings(
+        configs.BY_NAME["nvm_se2"], "20MB"
+    )
+
+
+def test_which_configurations_run_in_which_mode() -> None:
+    for memory in (True, False):
+        job = settings.job(memory_experiment=memory)
+        assert "nvm_se2_hybrid" in job.names()
+        for name in ("nvm_base_wholedb", "nvm_se2_wholedb", "mem_limit"):
+            assert name in job.excluded, (name, memory)
+        assert ("nvm_se2_slots" in job.excluded) == memory
+    why = settings.not_for_mode(configs.BY_NAME["nvm_se2_slots"], True)
+    assert why and "shared_buffers = 16MB" in why and "nvm_buffer_descriptors = 64MB" in why
+    assert settings.not_for_mode(configs.BY_NAME["nvm_se2_hybrid"], True) is None
+    # the workloads experiment alone runs nvm_se2_slots with its own pool
+    o = _opts("--configs", "nvm_se2_slots", "--memory-ratios", "none")
+    assert o.config_names == ["nvm_se2_slots"]
+    # a selection made for the workloads alone is refused by check() with memory ratios
+    o.memory_ratios = ["1/2"]
+    with pytest.raises(plan.PlanError, match="nvm_se2_slots: its shared_buffers = 16MB"):
+        plan.check(o)
+
+
+def test_hybrid_memory_experiment_plan() -> None:
+    """The issue's experiment: only the memory ratios, 8 clients, se2's hybrid pool."""
+    names = ["nvm_base_worker", "nvm_se2", "nvm_se2_hybrid"]
+    o = _opts(
+        "--configs", ",".join(names), "--workloads", "", "--memory-ratios", "1/128,1/2",
+        "--clients", "8",
+    )  # fmt: skip
+    assert o.config_names == names and o.workloads == []
+    pts = plan.points(o, names)
+    assert [(p.config, p.ratio, p.clients) for p in pts] == [
+        (n, r, 8) for r in ("1/2", "1/128") for n in names
+    ]
+    from bench.oltp import runner
+
+    r = runner.Runner(o)  # no server: the set-up's sizes by hand
+    r.configs = [configs.BY_NAME[n] for n in names]
+    r.db_bytes = {"nvm": LOADED_2M}
+    r.mem_sb = {x: plan.ratio_shared_buffers(x, LOADED_2M) for x in o.memory_ratios}
+    assert r.mem_sb == {"1/2": "1323MB", "1/128": "20MB"}
+    hy = configs.BY_NAME["nvm_se2_hybrid"]
+    for sb in r.mem_sb.values():  # shared_buffers = ratio x data, as every configuration's
+        s = r.point_settings(hy, sb)
+        assert s["shared_buffers"] == sb and s["nvm_buffer_descriptors"] == "4224MB"
+        assert "nvm_buffer_descriptors" not in r.point_settings(configs.BY_NAME["nvm_se2"], sb)
+    doc = r.plan_doc()
+    assert doc["hybrid_pool"] == {
+        "nvm_se2_hybrid": {
+            "db_bytes_at_setup": LOADED_2M,
+            "growth_headroom": settings.GROWTH_HEADROOM,
+            "pools": {
+                "1/2": {"shared_buffers": "1323MB", "nvm_buffer_descriptors": "4224MB"},
+                "1/128": {"shared_buffers": "20MB", "nvm_buffer_descriptors": "4224MB"},
+            },
+        }
+    }
+    cfg_doc = {c["name"]: c for c in doc["configs"]}
+    assert cfg_doc["nvm_se2_hybrid"]["server_settings"]["nvm_buffer_descriptors"] == "4224MB"
+    # the workloads experiment: the same rule at the job's shared_buffers
+    o2 = _opts("--configs", "nvm_se2_hybrid", "--memory-ratios", "none")
+    r2 = runner.Runner(o2)
+    r2.configs, r2.db_bytes = [hy], {"nvm": LOADED_2M}
+    assert r2.point_settings(hy, o2.shared_buffers)["shared_buffers"] == "128MB"
+    assert r2.hybrid_doc()["nvm_se2_hybrid"]["pools"] == {
+        "main": {"shared_buffers": "128MB", "nvm_buffer_descriptors": "4224MB"}
+    }
 
 
 # --------------------------------------------------------------------------- scripts
@@ -365,6 +482,56 @@ def test_report_from_synthetic_result(tmp_path: Path) -> None:
     assert cell["cpu_us_per_txn"]["client backend"] == pytest.approx(
         40 / (4400 * 2 + 1) / 60 * 1e6, rel=0.01
     )
+
+
+def test_report_memory_experiment_with_the_hybrid_pool() -> None:
+    """The memory table's ratios × the baseline at the same ratio and at the largest one (the
+    issue's target: se2's hybrid pool at 1/128 against stock at 1/2), and the pools."""
+    cfgs = ["nvm_base_worker", "nvm_se2", "nvm_se2_hybrid"]
+    tps = {
+        ("nvm_base_worker", "1/2"): 4000.0,
+        ("nvm_base_worker", "1/128"): 2000.0,
+        ("nvm_se2", "1/2"): 4100.0,
+        ("nvm_se2", "1/128"): 3000.0,
+        ("nvm_se2_hybrid", "1/2"): 4080.0,
+        ("nvm_se2_hybrid", "1/128"): 3960.0,
+    }
+    recs = []
+    for (cfg, r), t in tps.items():
+        rec = _record(cfg, 8, t, ratio=r)
+        rec["shared_buffers"] = {"1/2": "1300MB", "1/128": "20MB"}[r]
+        rec["shmem_bytes"] = (1400 if r == "1/2" else 60) << 20
+        rec["db_bytes_end"] = 2900 << 20
+        if cfg == "nvm_se2_hybrid":
+            rec["nvm_buffer_descriptors"] = "4224MB"
+            rec["shmem_bytes"] += 70 << 20
+            rec["pool_covers_db"] = r == "1/2"  # say the database outgrew it at 1/128
+        else:
+            rec["pool_covers_db"] = False
+        recs.append(rec)
+    doc = _plan_doc(cfgs)
+    doc["hybrid_pool"] = {
+        "nvm_se2_hybrid": {
+            "db_bytes_at_setup": LOADED_2M,
+            "growth_headroom": 1.25,
+            "pools": {
+                "1/2": {"shared_buffers": "1300MB", "nvm_buffer_descriptors": "4224MB"},
+                "1/128": {"shared_buffers": "20MB", "nvm_buffer_descriptors": "4224MB"},
+            },
+        }
+    }
+    from bench.core import blocks
+
+    md = blocks.to_markdown(report.document(doc, {}, recs, []))
+    assert "× `nvm_base_worker` at the largest ratio (1/2)" in md
+    # hybrid at 1/2: 4080/4000; at 1/128: 3960/2000 at the same ratio, 3960/4000 vs 1/2
+    assert "| nvm_se2_hybrid | 1.02× / 1.02× | 1.98× / 0.99× |" in md
+    assert "| nvm_base_worker | 1.00× / 1.00× | 1.00× / 0.50× |" in md
+    assert "`nvm_se2_hybrid` (database at set-up 2.78 GB): 1/2: 1300MB of slots, 4224MB" in md
+    hy = "| nvm_se2_hybrid | YCSB-A, 8 client(s), ratio"
+    assert f"{hy} 1/2 | 1300MB | 4224MB | 1,470 MB | 2,900 MB | yes |" in md
+    assert f"{hy} 1/128 | 20MB | 4224MB | 130 MB | 2,900 MB | **no** |" in md
+    assert "| nvm_se2 | YCSB-A, 8 client(s), ratio 1/2 | 1300MB | – | 1,400 MB |" in md
 
 
 def test_report_marks_not_durable(tmp_path: Path) -> None:

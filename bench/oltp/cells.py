@@ -10,6 +10,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.core import configs
+
 #: the CPU split's groups (backend types) and what else counts as "other"
 CPU_GROUPS = ("client backend", "walwriter", "checkpointer", "background writer", "io worker")
 
@@ -82,6 +84,31 @@ class Cell:
     @property
     def durable(self) -> bool:
         return all(r.get("durable") for r in self.recs)
+
+    @property
+    def descriptors(self) -> str | None:
+        """se2's hybrid pool: the nvm_buffer_descriptors written (the repetitions' largest;
+        None without a hybrid pool)."""
+        xs = [r["nvm_buffer_descriptors"] for r in self.recs if r.get("nvm_buffer_descriptors")]
+        return max(xs, key=configs.size_bytes) if xs else None
+
+    @property
+    def shmem_bytes(self) -> float | None:
+        """Shared memory the server allocated (pg_shmem_allocations), median of the reps."""
+        return self._med(lambda r: r.get("shmem_bytes"))
+
+    @property
+    def db_bytes_end(self) -> int | None:
+        """The database's size at the end of the measured run (the largest of the reps)."""
+        xs = [r["db_bytes_end"] for r in self.recs if r.get("db_bytes_end") is not None]
+        return max(xs) if xs else None
+
+    @property
+    def pool_covers_db(self) -> bool | None:
+        """Did the pool's pages (in the hybrid pool: its descriptors) cover the database at
+        the end of every repetition? None where not measured."""
+        xs = [r["pool_covers_db"] for r in self.recs if r.get("pool_covers_db") is not None]
+        return all(xs) if xs else None
 
     def cpu_us_per_txn(self) -> dict[str, float]:
         """CPU µs per transaction by group (+ 'other server', 'pgbench'), median of reps."""

@@ -24,7 +24,12 @@ YCSB-A zipfian at 1 and 8 clients, and the memory ratios 1/2 and 1/128 at 8 clie
 disk_base, nvm_base_worker, nvm_base_walpmem_cl, nvm_se1, nvm_se2, 60 s per point after a
 10 s warm-up. The full
 matrix: --workloads all --clients 1,2,4,8 --memory-ratios 1/2,1/8,1/32,1/128 --repeat 3
-(about 7 h)."""
+(about 7 h).
+
+se2's hybrid pool runs by name: --configs nvm_base_worker,nvm_se2,nvm_se2_hybrid. Its
+shared_buffers (the DRAM slots for copied pages) is set like every configuration's; its
+nvm_buffer_descriptors cover the database as it is at set-up, x 1.25 for the run's growth,
++25% and 64 MB (the report states both and whether they still covered the database)."""
 
 EPILOG = """\
 Emulated persistent memory: nvm storage is a tmpfs (DRAM); the report says so.
@@ -147,8 +152,9 @@ def space_needed(records: int) -> int:
 def options(args: argparse.Namespace) -> plan.Options:
     """The plan's options from the command line (raises :class:`plan.PlanError`)."""
     cfgs = [t.strip() for t in args.configs.split(",") if t.strip()] if args.configs else None
+    ratios = plan.parse_ratios(args.memory_ratios)
     try:
-        chosen = selection.select(settings.job(args.shared_buffers), cfgs)
+        chosen = selection.select(settings.job(args.shared_buffers, bool(ratios)), cfgs)
     except selection.SelectionError as e:
         raise plan.PlanError(f"--configs: {e}") from None
     o = plan.Options(
@@ -159,7 +165,7 @@ def options(args: argparse.Namespace) -> plan.Options:
         duration=args.duration,
         warmup=args.warmup,
         repeat=args.repeat,
-        memory_ratios=plan.parse_ratios(args.memory_ratios),
+        memory_ratios=ratios,
         selection=chosen,
         shared_buffers=args.shared_buffers,
         out=args.out,
@@ -196,7 +202,12 @@ def _cmd(args: argparse.Namespace) -> int:
 
 
 def _list_configs(args: argparse.Namespace) -> int:
-    for line in selection.listing(settings.job(args.shared_buffers)):
+    try:
+        memory = bool(plan.parse_ratios(args.memory_ratios))
+    except plan.PlanError as e:
+        print(f"pgnvm oltp: {e}", file=sys.stderr)
+        return 2
+    for line in selection.listing(settings.job(args.shared_buffers, memory)):
         print(line)
     print(
         "durable (always, after the above): "

@@ -73,7 +73,9 @@ class Options:
     @property
     def chosen(self) -> selection.Selection:
         """The selection (the job's defaults when the command line made none)."""
-        return self.selection or selection.select(settings.job(self.shared_buffers))
+        return self.selection or selection.select(
+            settings.job(self.shared_buffers, memory_experiment=bool(self.memory_ratios))
+        )
 
     @property
     def config_names(self) -> list[str]:
@@ -175,6 +177,14 @@ def check(o: Options) -> None:
         raise PlanError(f"--shared-buffers: at least {MIN_SHARED_BUFFERS_MB}MB")
     if not o.workloads and not o.memory_ratios:
         raise PlanError("nothing to run: no --workloads and no --memory-ratios")
+    if o.selection is not None:  # the command line's selection was made for these modes
+        refused = [
+            f"{c.name}: {why}"
+            for c in o.selection.wanted
+            if (why := settings.not_for_mode(c, bool(o.memory_ratios)))
+        ]
+        if refused:
+            raise PlanError("--configs: " + "; ".join(refused))
     why = results.unused_out(o.out)
     if why:
         raise PlanError(why)

@@ -7,6 +7,7 @@ HTML)."""
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,9 @@ def document(
         )
     )
     b.append(("table", ["workload", "what ran"], [[w, d] for w, d in plan["workloads"].items()]))
+    hybrid = _hybrid_text(plan)
+    if hybrid:
+        b.append(("p", hybrid))
     gran = _wal_pmem_granularity(records)
     if gran:
         b.append(
@@ -238,6 +242,9 @@ def document(
             row.append(f"{_tps_text(mc)} ({_pct(mc.hit_ratio if mc else None)})")
             rows.append(row)
         b.append(("table", ["configuration", *ratios, f"main ({plan['shared_buffers']})"], rows))
+        b += _memory_ratios_vs_baseline(cs, cfgs, ratios)
+    if cs:
+        b += _pools(cs, cfgs)
     b.append(("h2", "Environment"))
     b.append(
         (
@@ -256,6 +263,7 @@ def document(
                     "clusters",
                     "filesystems",
                     "load",
+                    "db_bytes",
                     "tpcb_scale",
                 )
                 if k in env
@@ -272,6 +280,115 @@ def document(
         )
     )
     return b
+
+
+def _hybrid_text(plan: dict[str, Any]) -> str | None:
+    """What the hybrid pools of the run were: the slots and the descriptors, and the rule."""
+    pools = plan.get("hybrid_pool") or {}
+    if not pools:
+        return None
+    parts = []
+    for name, h in pools.items():
+        each = ", ".join(
+            f"{what}: {p['shared_buffers']} of slots, {p['nvm_buffer_descriptors']} of descriptors"
+            for what, p in h["pools"].items()
+        )
+        parts.append(f"`{name}` (database at set-up {h['db_bytes_at_setup'] / 1e9:.2f} GB): {each}")
+    return (
+        "se2's hybrid pool: shared_buffers is its DRAM for pages that must be copied "
+        "(the slots: the job's, ratio × data in the memory experiment, as every "
+        "configuration's shared_buffers), `nvm_buffer_descriptors` the pages it holds, "
+        "redirected ones without DRAM. Descriptors: the database at set-up × "
+        f"{next(iter(pools.values()))['growth_headroom']} for the run's growth, then the "
+        "whole-database rule (+25%, +64 MB, in steps of 128 MB), never fewer than the "
+        "slots; whether they still covered the database at the end of each point: "
+        "'Buffer pools and shared memory' below. " + "; ".join(parts) + "."
+    )
+
+
+def _largest(ratios: list[str]) -> str:
+    return max(ratios, key=Fraction)
+
+
+def _memory_ratios_vs_baseline(
+    cs: dict[str, Cell], cfgs: list[str], ratios: list[str]
+) -> list[Block]:
+    """Throughput × the baseline at the same ratio (the same DRAM for its pages) and × the
+    baseline at the largest ratio (issue 22: se2's hybrid pool at 1/128 against stock at 1/2)."""
+    mem = {(c.config, c.ratio): c for c in cs.values() if c.ratio}
+    top = _largest(ratios)
+    base_top = mem.get((settings.BASELINE, top))
+    rows = []
+    for cfg in cfgs:
+        row = [cfg]
+        for r in ratios:
+            c = mem.get((cfg, r))
+            row.append(
+                f"{ratio(_div(c, mem.get((settings.BASELINE, r))))} / {ratio(_div(c, base_top))}"
+            )
+        rows.append(row)
+    return [
+        (
+            "p",
+            f"Throughput × `{settings.BASELINE}` at the same ratio (the same shared_buffers) / "
+            f"× `{settings.BASELINE}` at the largest ratio ({top}):",
+        ),
+        ("table", ["configuration", *ratios], rows),
+    ]
+
+
+def _pools(cs: dict[str, Cell], cfgs: list[str]) -> list[Block]:
+    """Each point's pool as the server had it, and the DRAM: shared_buffers (in the hybrid
+    pool the slots), the hybrid pool's descriptors, the shared memory the server allocated
+    (pg_shmem_allocations), and whether the pool's pages still covered the database."""
+    order = {c: i for i, c in enumerate(cfgs)}
+    rows = []
+    for c in sorted(
+        cs.values(),
+        key=lambda c: (order.get(c.config, len(order)), c.ratio is not None, c.key),
+    ):
+        w = workloads.WORKLOADS[c.workload].title.split(" ")[0]
+        covers = {True: "yes", False: "**no**", None: "–"}[c.pool_covers_db]
+        rows.append(
+            [
+                c.config,
+                f"{w}, {c.clients} client(s)" + (f", ratio {c.ratio}" if c.ratio else ""),
+                c.shared_buffers,
+                c.descriptors or "–",
+                _mb(c.shmem_bytes),
+                _mb(c.db_bytes_end),
+                covers,
+            ]
+        )
+    return [
+        ("h2", "Buffer pools and shared memory"),
+        (
+            "p",
+            "Per point: shared_buffers (the DRAM for pages; in se2's hybrid pool the slots for "
+            "copied pages), the hybrid pool's descriptors (the pages it holds, redirected ones "
+            "without DRAM; ~145 B of shared memory each), the shared memory the server "
+            "allocated (`pg_shmem_allocations`: pages, descriptors and the rest; the pool's "
+            "DRAM is in it), the database at the end of the measured run, and whether the "
+            "pool's pages (its descriptors, else shared_buffers) still covered it.",
+        ),
+        (
+            "table",
+            [
+                "configuration",
+                "point",
+                "shared_buffers",
+                "nvm_buffer_descriptors",
+                "shared memory",
+                "database at the end",
+                "pool covers it",
+            ],
+            rows,
+        ),
+    ]
+
+
+def _mb(x: float | None) -> str:
+    return "–" if x is None else f"{x / (1 << 20):,.0f} MB"
 
 
 def _gb(env: dict[str, Any]) -> str:
@@ -309,6 +426,10 @@ def summary(records: list[dict[str, Any]]) -> dict[str, Any]:
             "buffer_hit_ratio": c.hit_ratio,
             "cpu_us_per_txn": c.cpu_us_per_txn(),
             "durable": c.durable,
+            "nvm_buffer_descriptors": c.descriptors,
+            "shmem_bytes": c.shmem_bytes,
+            "db_bytes_end": c.db_bytes_end,
+            "pool_covers_db": c.pool_covers_db,
         }
     return out
 

@@ -6,7 +6,9 @@ experiment also shared_buffers = ratio × data):
 1. The other storage target's server is stopped; C's settings (the job's common settings,
    C's own, then fsync / synchronous_commit / full_page_writes = on) are written to the
    target's ``pgnvm.conf`` and the server restarts: shared buffers are cold. The server's
-   ``SHOW`` of the three durability settings is recorded (``durable``).
+   ``SHOW`` of the three durability settings is recorded (``durable``), and of its pool
+   (``pool``: shared_buffers, nvm_buffer_descriptors) with the shared memory it allocated
+   (``shmem_bytes``, from ``pg_shmem_allocations``: the DRAM of the pool and the rest).
 2. Data on disk: ``sync``, then ``posix_fadvise(DONTNEED)`` on every file of the cluster
    (the OS page cache is cold too; not ``drop_caches``: see results.drop_os_caches). Then
    ``CHECKPOINT``: every point starts right after a checkpoint, so each one
@@ -20,8 +22,14 @@ experiment also shared_buffers = ratio × data):
    connections (which exit with it) is seen per backend type (the last sample of an exited
    process counts: at most 0.5 s of its CPU is lost).
 6. Snapshots again (after ``pg_stat_force_next_flush()`` and a second for the other
-   processes to flush); the log is parsed (latency percentiles per operation, per-second
-   throughput), written as ``per_second/<point>.csv`` and kept gzipped in ``txlog/``.
+   processes to flush) and the database's size (``db_bytes_end``: whether the pool's pages,
+   in se2's hybrid pool its descriptors, still covered it, ``pool_covers_db``); the log is
+   parsed (latency percentiles per operation, per-second throughput), written as
+   ``per_second/<point>.csv`` and kept gzipped in ``txlog/``.
+
+se2's hybrid pool (``nvm_se2_hybrid``): shared_buffers is its DRAM slots, set as for every
+configuration; its ``nvm_buffer_descriptors`` are sized once per run from the database's
+size at set-up (:func:`bench.oltp.settings.hybrid_descriptors`).
 
 Every point is appended to ``runs.jsonl`` at once; Ctrl-C stops the servers and still
 writes the report of the finished points.
@@ -44,7 +52,7 @@ from typing import Any
 import psycopg
 
 from bench.core import cluster as clu
-from bench.core import counters, paths, procfs, results, servercpu, ui
+from bench.core import configs, counters, paths, procfs, results, servercpu, ui
 from bench.core.build import ensure_built
 from bench.core.configs import Config
 from bench.core.server import stop_quietly
@@ -129,6 +137,19 @@ class CpuSampler:
         return servercpu.cluster_delta(self.before, after)
 
 
+def shmem_bytes(conn: psycopg.Connection) -> int | None:
+    """Bytes of shared memory the server allocated (``pg_shmem_allocations``, the unused
+    rest left out): Buffer Blocks (the DRAM pages, in se2's hybrid pool its slots), the
+    descriptors and everything else. None where the view cannot be read."""
+    try:
+        row = conn.execute(
+            "select sum(allocated_size) from pg_shmem_allocations where name is not null"
+        ).fetchone()
+    except psycopg.Error:
+        return None
+    return int(row[0]) if row and row[0] is not None else None
+
+
 def children_cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
@@ -149,6 +170,8 @@ class Runner:
         self.out = opts.out or RESULTS_DIR / f"{self.started:%Y%m%d-%H%M%S}-oltp"
         self.bindir = paths.install_dir("release") / "bin"
         self.mem_sb: dict[str, str] = {}  # ratio -> shared_buffers
+        #: storage -> bytes of the database at set-up (sizes se2's hybrid pool)
+        self.db_bytes: dict[str, int] = {}
         self.seen_durations: list[float] = []
 
     # ---- set-up
@@ -181,6 +204,8 @@ class Runner:
                 self.env["load"][f"{tg.storage}-tpcb"] = tg.ensure_tpcb(scale)
             self.env["tpcb_scale"] = scale
         self.env["data_bytes"] = {s: t.data_bytes for s, t in self.targets.items()}
+        self.db_bytes = {s: t.db_bytes for s, t in self.targets.items()}
+        self.env["db_bytes"] = dict(self.db_bytes)
         self.mem_sb = {r: plan.ratio_shared_buffers(r, data_bytes) for r in o.memory_ratios}
         self.env["clusters"] = {s: t.name for s, t in self.targets.items()}
         self.env["datadirs"] = {s: str(t.server.cluster.datadir) for s, t in self.targets.items()}
@@ -189,6 +214,36 @@ class Runner:
                 "findmnt", "-n", "-o", "SOURCE,FSTYPE,OPTIONS", "-T", str(t.server.cluster.datadir)
             )
         self.env["pgbench"] = results.cmd(str(self.bindir / "pgbench"), "--version")
+
+    def descriptors(self, cfg: Config, shared_buffers: str) -> str | None:
+        """``nvm_buffer_descriptors`` this job sizes for ``cfg`` at ``shared_buffers`` (se2's
+        hybrid pool: :func:`settings.hybrid_descriptors` of the database at set-up), else
+        None (the configuration's own, if any)."""
+        if cfg.descriptors != configs.SB_WHOLE_DB:
+            return None
+        return settings.hybrid_descriptors(self.db_bytes[cfg.storage], shared_buffers)
+
+    def point_settings(self, cfg: Config, shared_buffers: str) -> dict[str, str]:
+        return settings.server_settings(cfg, shared_buffers, self.descriptors(cfg, shared_buffers))
+
+    def hybrid_doc(self) -> dict[str, Any]:
+        """plan.json's account of the hybrid pools of this run: the database size at set-up
+        the rule started from, and the pool (slots and descriptors) of each experiment."""
+        pools: list[tuple[str, str]] = [("main", self.o.shared_buffers)] if self.o.workloads else []
+        pools += list(self.mem_sb.items())
+        out: dict[str, Any] = {}
+        for c in self.configs:
+            if self.descriptors(c, self.o.shared_buffers) is None:
+                continue
+            out[c.name] = {
+                "db_bytes_at_setup": self.db_bytes[c.storage],
+                "growth_headroom": settings.GROWTH_HEADROOM,
+                "pools": {
+                    what: {"shared_buffers": sb, "nvm_buffer_descriptors": self.descriptors(c, sb)}
+                    for what, sb in pools
+                },
+            }
+        return out
 
     def plan_doc(self) -> dict[str, Any]:
         o = self.o
@@ -212,10 +267,11 @@ class Runner:
                     "storage": c.storage,
                     "doc": c.doc,
                     "drop_caches": c.drop_caches,
-                    "server_settings": settings.server_settings(c, o.shared_buffers),
+                    "server_settings": self.point_settings(c, o.shared_buffers),
                 }
                 for c in self.configs
             ],
+            "hybrid_pool": self.hybrid_doc(),
             "unavailable": self.unavailable,
             "availability_unknown": self.unknown,
             "durable_settings": settings.DURABLE,
@@ -235,6 +291,7 @@ class Runner:
             if other is not tg:
                 other.server.stop()
         sb = self.mem_sb[p.ratio] if p.ratio else o.shared_buffers
+        written = self.point_settings(cfg, sb)
         rec: dict[str, Any] = {
             "started_at": dt.datetime.now().isoformat(timespec="seconds"),
             "key": p.key,
@@ -247,11 +304,12 @@ class Runner:
             "rep": p.rep,
             "ratio": p.ratio,
             "shared_buffers": sb,
+            "nvm_buffer_descriptors": written.get("nvm_buffer_descriptors"),
             "status": "error",
             "loadavg_1m": procfs.loadavg(),
         }
         srv = tg.server
-        srv.apply_config(cfg, settings.server_settings(cfg, sb))
+        srv.apply_config(cfg, written)
         log_offset = srv.log_offset()
         try:
             rec["restart_s"] = round(srv.restart(move_port=True), 3)
@@ -264,6 +322,8 @@ class Runner:
             shown = {k: srv.show(k) for k in settings.DURABLE}
             rec["durability"] = shown
             rec["durable"] = shown == settings.DURABLE
+            rec["pool"] = {k: srv.show(k) for k in ("shared_buffers", "nvm_buffer_descriptors")}
+            rec["shmem_bytes"] = shmem_bytes(conn)
             if cfg.writes_wal_pmem:
                 rec["wal_pmem"] = _wal_pmem(srv.log_since(log_offset))
             rec["os_cache"] = (
@@ -322,6 +382,8 @@ class Runner:
             conn.execute("select pg_stat_force_next_flush()")
             time.sleep(1.0)
             rec["stats"] = stats_delta(conn, s0, stats_snapshot(conn))
+            rec["db_bytes_end"] = targets.database_size(conn)
+            rec["pool_covers_db"] = configs.pool_pages_bytes(written) >= rec["db_bytes_end"]
         rec["pgbench_exit"] = r.returncode
         rec["pgbench_stdout"] = r.stdout[-3000:]
         if r.returncode != 0:

@@ -8,6 +8,13 @@ Durability is not a configuration's choice here: :data:`DURABLE` is written last
 configuration, and a configuration of the catalogue that asks for anything else is refused
 (:func:`not_durable`). After each start the server's own ``SHOW`` is recorded, and a run
 whose server shows anything else is labelled "not durable" in the report.
+
+se2's hybrid pool (``nvm_se2_hybrid``) runs here with the job's shared_buffers as its DRAM
+slots (``--shared-buffers``, or ratio × data in the memory experiment, like every other
+configuration) and ``nvm_buffer_descriptors`` sized by :func:`hybrid_descriptors` from the
+database as it is at the run's set-up, with room for what the workloads add to it
+(:data:`GROWTH_HEADROOM`). A configuration whose shared_buffers is its own cannot run in the
+memory experiment (:func:`not_for_mode`): the experiment is the shared_buffers it sets.
 """
 
 from __future__ import annotations
@@ -85,30 +92,92 @@ def not_durable(cfg: configs.Config) -> str | None:
     return f"not durable ({', '.join(bad)}); this job measures durable commits" if bad else None
 
 
-def server_settings(cfg: configs.Config, shared_buffers: str) -> dict[str, str]:
-    """Every setting pgnvm writes for ``cfg``: common, the configuration's, durability."""
-    s = configs.server_settings(cfg, common_settings(shared_buffers), whole_db_sb=shared_buffers)
+#: se2's hybrid pool in this job: ``nvm_buffer_descriptors`` covers the database as measured at
+#: the run's set-up (``pg_database_size`` of the benchmark's database: usertable, TPC-B's
+#: tables if ever loaded, the catalogs; a reused cluster's earlier growth included) times
+#: this factor, for what the run's writes add to it: YCSB's updates leave dead row versions
+#: and non-HOT new ones (the default run of 2026-11-23, 31M transactions on nvm, grew
+#: usertable by 11.6%: 2,776 -> 3,098 MB), TPC-B appends ~76 B of pgbench_history per
+#: transaction (~45 MB per 70 s point at 8k tps). 25% is twice the default run's growth;
+#: the catalogue's whole-database rule adds its own 25% and 64 MB on top (catalogs, other
+#: databases), as for ./pgnvm tpch. Whether the descriptors still covered the database at
+#: the end of each point is measured and reported, not assumed.
+GROWTH_HEADROOM = 1.25
+
+
+def hybrid_descriptors(db_bytes: int, shared_buffers: str) -> str:
+    """``nvm_buffer_descriptors`` of se2's hybrid pool for a database of ``db_bytes`` at the
+    run's start: :func:`bench.core.configs.whole_db_shared_buffers` of ``db_bytes`` ×
+    :data:`GROWTH_HEADROOM` (≈ 1.56 × the database + 64 MB, in steps of 128 MB), and never
+    fewer than the slots (``shared_buffers``: the server refuses fewer descriptors than
+    slots)."""
+    rule = configs.whole_db_shared_buffers(int(db_bytes * GROWTH_HEADROOM))
+    mb = max(configs.size_bytes(rule), configs.size_bytes(shared_buffers)) >> 20
+    return f"{mb}MB"
+
+
+def server_settings(
+    cfg: configs.Config, shared_buffers: str, descriptors: str | None = None
+) -> dict[str, str]:
+    """Every setting pgnvm writes for ``cfg``: common (``shared_buffers``: the DRAM pages,
+    in the hybrid pool its slots), the configuration's (``descriptors``: its
+    ``nvm_buffer_descriptors`` when the job sizes them, :func:`hybrid_descriptors`),
+    durability. ValueError for a configuration whose shared_buffers the job would have to
+    size (not for this job, :data:`NOT_FOR_OLTP`) or whose descriptors are not given."""
+    if cfg.shared_buffers == configs.SB_WHOLE_DB:
+        raise ValueError(f"{cfg.name}: {NOT_FOR_OLTP[cfg.name]}")
+    s = configs.server_settings(cfg, common_settings(shared_buffers), whole_db_sb=descriptors)
     s.update(DURABLE)
     return s
 
 
-#: catalogue configurations this job cannot run, and why (besides :func:`not_durable`)
+#: catalogue configurations this job cannot run, and why (besides :func:`not_durable`):
+#: shared_buffers for the whole database (the hybrid pool, whose *descriptors* cover it and
+#: whose shared_buffers are the job's, runs)
 NOT_FOR_OLTP: dict[str, str] = {
     c.name: "its whole-database buffer pool is what the memory-ratio experiment "
     "varies (--memory-ratios 1/1 is the same point"
     + (" without the prewarm)" if c.prewarm else ")")
     for c in configs.CONFIGS
-    if c.sized_to_db
+    if c.shared_buffers == configs.SB_WHOLE_DB
 }
 
 
-def job(shared_buffers: str = DEFAULT_SHARED_BUFFERS) -> selection.Job:
+def not_for_mode(cfg: configs.Config, memory_experiment: bool) -> str | None:
+    """Why ``cfg`` cannot run in a run with (``memory_experiment``) or without the memory
+    experiment, or None. The experiment sets shared_buffers to ratio × data: a
+    configuration with shared_buffers (or descriptors) of its own would run every ratio at
+    the same pool."""
+    if cfg.name in NOT_FOR_OLTP:
+        return NOT_FOR_OLTP[cfg.name]
+    if not memory_experiment:
+        return None
+    own = [
+        f"{k} = {v}"
+        for k, v in (
+            ("shared_buffers", cfg.shared_buffers),
+            ("nvm_buffer_descriptors", cfg.descriptors),
+        )
+        if v and v != configs.SB_WHOLE_DB
+    ]
+    if own:
+        return (
+            f"its {' and '.join(own)} are its own, while the memory experiment sets "
+            "shared_buffers to ratio × data (run it with --memory-ratios none)"
+        )
+    return None
+
+
+def job(
+    shared_buffers: str = DEFAULT_SHARED_BUFFERS, memory_experiment: bool = True
+) -> selection.Job:
     """``./pgnvm oltp`` for :mod:`bench.core.selection`: its defaults, and every
-    configuration of the catalogue but :data:`NOT_FOR_OLTP` and the ones that are not
-    durable."""
-    excluded = dict(NOT_FOR_OLTP)
+    configuration of the catalogue but those it cannot run (:data:`NOT_FOR_OLTP`; with
+    ``memory_experiment``, also those :func:`not_for_mode` refuses) and the ones that are
+    not durable."""
+    excluded: dict[str, str] = {}
     for c in configs.CONFIGS:
-        why = not_durable(c)
+        why = not_durable(c) or not_for_mode(c, memory_experiment)
         if why:
             excluded[c.name] = why
     return selection.Job("oltp", default_configs(), common_settings(shared_buffers), excluded)

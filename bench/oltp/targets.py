@@ -47,6 +47,12 @@ LOAD_SETTINGS: dict[str, str] = {
 TPCB_BYTES_PER_SCALE = 15_600_000
 
 
+def database_size(conn: psycopg.Connection) -> int:
+    """Bytes of the connection's database (every relation of it: what a pool must cover)."""
+    row = conn.execute("select pg_database_size(current_database())").fetchone()
+    return int(row[0]) if row else 0
+
+
 def cluster_name(prefix: str, records: int, storage: str) -> str:
     return f"{prefix}-r{records}-{storage}"
 
@@ -87,6 +93,8 @@ class Target:
         self.port = port_base + settings.STORAGE_OFFSET[storage]
         self._server: Server | None = None
         self.data_bytes = 0  # usertable + its index
+        #: the whole database (pg_database_size): what se2's hybrid pool must cover
+        self.db_bytes = 0
         self.tpcb: int | None = None  # scale loaded
 
     @property
@@ -119,6 +127,7 @@ class Target:
                     result = "loaded"
                 row = conn.execute(f"select pg_total_relation_size('{workloads.TABLE}')").fetchone()
                 self.data_bytes = int(row[0]) if row else 0
+                self.db_bytes = database_size(conn)
         finally:
             srv.stop()
         return result
@@ -156,6 +165,7 @@ class Target:
             with srv.connect() as conn:
                 if self._stamps(conn).get("tpcb") == stamp:
                     self.tpcb = scale
+                    self.db_bytes = database_size(conn)
                     return "reused"
                 conn.execute(f"delete from {META_TABLE} where part = 'tpcb'")
             ui.step(f"loading TPC-B (pgbench -i -s {scale}) into {self.name}")
@@ -183,6 +193,7 @@ class Target:
                     "set stamp = excluded.stamp",
                     (stamp,),
                 )
+                self.db_bytes = database_size(conn)
             ui.info(f"   loaded in {ui.fmt_seconds(time.monotonic() - t0)}")
             self.tpcb = scale
             return "loaded"
