@@ -200,7 +200,9 @@ def test_which_configurations_run_in_which_mode() -> None:
     assert o.config_names == ["nvm_se2_slots"]
     # a selection made for the workloads alone is refused by check() with memory ratios
     o.memory_ratios = ["1/2"]
-    with pytest.raises(plan.PlanError, match="nvm_se2_slots: its shared_buffers = 16MB"):
+    with pytest.raises(
+        plan.PlanError, match="nvm_se2_slots: a pool of its own \\(shared_buffers = 16MB"
+    ):
         plan.check(o)
 
 

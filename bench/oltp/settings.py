@@ -156,13 +156,16 @@ def not_for_mode(cfg: configs.Config, memory_experiment: bool) -> str | None:
         f"{k} = {v}"
         for k, v in (
             ("shared_buffers", cfg.shared_buffers),
-            ("nvm_buffer_descriptors", cfg.descriptors),
+            (
+                "nvm_buffer_descriptors",
+                cfg.descriptors or cfg.settings.get("nvm_buffer_descriptors"),
+            ),
         )
         if v and v != configs.SB_WHOLE_DB
     ]
     if own:
         return (
-            f"its {' and '.join(own)} are its own, while the memory experiment sets "
+            f"a pool of its own ({' and '.join(own)}), while the memory experiment sets "
             "shared_buffers to ratio × data (run it with --memory-ratios none)"
         )
     return None
