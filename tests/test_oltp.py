@@ -512,13 +512,15 @@ def test_report_memory_experiment_with_the_hybrid_pool(tmp_path: Path) -> None:
             rec["pool_covers_db"] = False
         recs.append(rec)
     doc = _plan_doc(cfgs)
+    # as plan.json has them (written with sorted keys): 1/128 before 1/2
+    doc["memory_ratios"] = {"1/128": "20MB", "1/2": "1300MB"}
     doc["hybrid_pool"] = {
         "nvm_se2_hybrid": {
             "db_bytes_at_setup": LOADED_2M,
             "growth_headroom": 1.25,
             "pools": {
-                "1/2": {"shared_buffers": "1300MB", "nvm_buffer_descriptors": "4224MB"},
                 "1/128": {"shared_buffers": "20MB", "nvm_buffer_descriptors": "4224MB"},
+                "1/2": {"shared_buffers": "1300MB", "nvm_buffer_descriptors": "4224MB"},
             },
         }
     }
@@ -526,11 +528,13 @@ def test_report_memory_experiment_with_the_hybrid_pool(tmp_path: Path) -> None:
 
     md = blocks.to_markdown(report.document(doc, {}, recs, []))
     assert "× `nvm_base_worker` at the largest ratio (1/2)" in md
+    assert "shared_buffers = ratio × data (1/2: 1300MB, 1/128: 20MB)" in md  # largest first
+    hy = "| nvm_se2_hybrid | YCSB-A, 8 client(s), ratio"
     # hybrid at 1/2: 4080/4000; at 1/128: 3960/2000 at the same ratio, 3960/4000 vs 1/2
     assert "| nvm_se2_hybrid | 1.02× / 1.02× | 1.98× / 0.99× |" in md
     assert "| nvm_base_worker | 1.00× / 1.00× | 1.00× / 0.50× |" in md
-    assert "`nvm_se2_hybrid` (database at set-up 2.78 GB): 1/2: 1300MB of slots, 4224MB" in md
-    hy = "| nvm_se2_hybrid | YCSB-A, 8 client(s), ratio"
+    assert "`nvm_se2_hybrid` (database at set-up 2,648 MB): 1/2: 1300MB of slots, 4224MB" in md
+    assert md.index(f"{hy} 1/2 |") < md.index(f"{hy} 1/128 |")  # largest ratio first
     assert f"{hy} 1/2 | 1300MB | 4224MB | 1,470 MB | 2,900 MB | yes |" in md
     assert f"{hy} 1/128 | 20MB | 4224MB | 130 MB | 2,900 MB | **no** |" in md
     assert "| nvm_se2 | YCSB-A, 8 client(s), ratio 1/2 | 1300MB | – | 1,400 MB |" in md

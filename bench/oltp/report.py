@@ -7,6 +7,7 @@ HTML)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -101,7 +102,10 @@ def document(
             f"--random-seed {plan['random_seed']}.",
         )
     )
-    b.append(("table", ["workload", "what ran"], [[w, d] for w, d in plan["workloads"].items()]))
+    if plan["workloads"]:
+        b.append(
+            ("table", ["workload", "what ran"], [[w, d] for w, d in plan["workloads"].items()])
+        )
     hybrid = _hybrid_text(plan)
     if hybrid:
         b.append(("p", hybrid))
@@ -221,27 +225,30 @@ def document(
     mem = [c for c in cs.values() if c.ratio]
     if mem:
         b.append(("h2", "Anti-caching: YCSB-A as the buffer pool shrinks (paper 003)"))
-        ratios = list(plan["memory_ratios"])
+        ratios = _by_ratio(plan["memory_ratios"])  # largest first (plan.json sorts its keys)
         b.append(
             (
                 "p",
                 f"YCSB-A, {plan['distribution']}, {plan['memory_clients']} clients, "
                 "shared_buffers = ratio × data ("
-                + ", ".join(f"{r}: {sb}" for r, sb in plan["memory_ratios"].items())
+                + ", ".join(f"{r}: {plan['memory_ratios'][r]}" for r in ratios)
                 + f"); the main matrix's point at {plan['shared_buffers']} is the column "
                 "'main'. Throughput [tps] (buffer hit ratio).",
             )
         )
+        main = workloads.MEMORY_WORKLOAD in plan["workloads"]  # the column 'main' ran
         rows = []
         for cfg in cfgs:
             row = [cfg]
             for r in ratios:
                 c = next((x for x in mem if x.config == cfg and x.ratio == r), None)
                 row.append(f"{_tps_text(c)} ({_pct(c.hit_ratio if c else None)})")
-            mc = main_cell(cs, cfg, workloads.MEMORY_WORKLOAD, plan["memory_clients"])
-            row.append(f"{_tps_text(mc)} ({_pct(mc.hit_ratio if mc else None)})")
+            if main:
+                mc = main_cell(cs, cfg, workloads.MEMORY_WORKLOAD, plan["memory_clients"])
+                row.append(f"{_tps_text(mc)} ({_pct(mc.hit_ratio if mc else None)})")
             rows.append(row)
-        b.append(("table", ["configuration", *ratios, f"main ({plan['shared_buffers']})"], rows))
+        main_col = [f"main ({plan['shared_buffers']})"] if main else []
+        b.append(("table", ["configuration", *ratios, *main_col], rows))
         b += _memory_ratios_vs_baseline(cs, cfgs, ratios)
     if cs:
         b += _pools(cs, cfgs)
@@ -290,10 +297,13 @@ def _hybrid_text(plan: dict[str, Any]) -> str | None:
     parts = []
     for name, h in pools.items():
         each = ", ".join(
-            f"{what}: {p['shared_buffers']} of slots, {p['nvm_buffer_descriptors']} of descriptors"
-            for what, p in h["pools"].items()
+            f"{what}: {h['pools'][what]['shared_buffers']} of slots, "
+            f"{h['pools'][what]['nvm_buffer_descriptors']} of descriptors"
+            for what in sorted(
+                h["pools"], key=lambda w: Fraction(1 if w == "main" else w), reverse=True
+            )
         )
-        parts.append(f"`{name}` (database at set-up {h['db_bytes_at_setup'] / 1e9:.2f} GB): {each}")
+        parts.append(f"`{name}` (database at set-up {_mb(h['db_bytes_at_setup'])}): {each}")
     return (
         "se2's hybrid pool: shared_buffers is its DRAM for pages that must be copied "
         "(the slots: the job's, ratio × data in the memory experiment, as every "
@@ -308,6 +318,11 @@ def _hybrid_text(plan: dict[str, Any]) -> str | None:
 
 def _largest(ratios: list[str]) -> str:
     return max(ratios, key=Fraction)
+
+
+def _by_ratio(ratios: Iterable[str]) -> list[str]:
+    """Memory ratios, largest first."""
+    return sorted(ratios, key=Fraction, reverse=True)
 
 
 def _memory_ratios_vs_baseline(
@@ -345,7 +360,12 @@ def _pools(cs: dict[str, Cell], cfgs: list[str]) -> list[Block]:
     rows = []
     for c in sorted(
         cs.values(),
-        key=lambda c: (order.get(c.config, len(order)), c.ratio is not None, c.key),
+        key=lambda c: (
+            order.get(c.config, len(order)),
+            c.ratio is not None,
+            -Fraction(c.ratio or 0),
+            c.key,
+        ),
     ):
         w = workloads.WORKLOADS[c.workload].title.split(" ")[0]
         covers = {True: "yes", False: "**no**", None: "–"}[c.pool_covers_db]
