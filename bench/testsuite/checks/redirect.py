@@ -19,13 +19,21 @@ restarted (cold buffers). Then, with ``pgnvm_stats`` read before and after:
   bound, the least recently used chunk is dropped (kept views and all) and its memory
   reused (``view_chunks_dropped`` must grow). The answer must be right, about every heap
   block redirected, and some redirected buffer must lie beyond the bound's chunks (else
-  the path was not taken).
+  the path was not taken). Then, cold again, one read (pg_prewarm's first, 16 blocks)
+  into descriptors of 16 chunks by a session at ``nvm_view_memory``'s minimum (5 chunks):
+  every block must be redirected (no chunk readied for the read taken for another of it).
 
 * (se2) views kept across pins (H4 of docs/storage-engines.md), two sessions A and B, a
   table S of KEPT_PAGES pages and a table R of more pages than the pool has descriptors,
   with different values (a page of R read for one of S changes the sum):
   (1) A scans S cold, then again: the second scan's pins take A's kept views
   (``views_kept`` of A grows by about S's pages, ``views_resolved`` stays about 0);
+  (1b) B creates and drops a database: the SMGRRELEASE barrier closes every relation in
+  every process, so A (idle) lets go of its mapping of S (``/proc/<pid>/maps``) while S's
+  buffers and generations stay: A's next scan must find its views stale by their mapping
+  epoch alone (``views_stale`` about S's pages, ``views_kept`` about 0, nothing read
+  again); then across the barrier with a cursor of A on S: the mapping its pinned page is
+  read through is retired, not unmapped, the rows are right, and it goes with the pin;
   (2) A prewarms R, so that A keeps views of R in about every buffer; B evicts R and S and
   reads S cold, into those buffers; A's scan of S must give S's sum (its views of R's
   buffers are stale: ``views_stale`` grows); B updates rows of S (copy-on-write), A must
@@ -52,6 +60,8 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -131,10 +141,74 @@ WIDE_SB = "176MB"  # 22 chunks
 WIDE_TABLE = "redir_wide"
 WIDE_ROW_PAD = 1800  # 4 rows per heap page, not TOASTed
 WIDE_PAGES = 19 * VIEW_CHUNK  # heap pages: more than the bound's chunks' buffers
+#: part 3's read across chunks: D's pages, placed a chunk apart, and T, read by A
+SPREAD_TABLE = "redir_spread"
+SPREAD_PAGES = 18  # one per chunk: 18 x (VIEW_CHUNK - 1) pages of WIDE_TABLE between them
+ONE_READ_TABLE = "redir_one_read"
+ONE_READ_PAGES = 64
+VIEW_MEMORY_MIN = "128kB"  # nvm_view_memory's minimum: 5 chunks
+
+
+def _one_read_across_chunks(env: EngineEnv) -> str:
+    """Part 3, in a cold wide pool: one read whose buffers lie in more chunks than
+    ``nvm_view_memory`` at its minimum keeps. B places D's pages a chunk apart (after a
+    restart the free list hands out descriptors in order: it reads VIEW_CHUNK - 1 pages of
+    the wide table before each) and drops D, which puts those descriptors at the head of
+    the free list. A, with ``nvm_view_memory`` at its minimum (5 chunks), prewarms T:
+    pg_prewarm's stream reads io_combine_limit (16) blocks at once from the start, into
+    D's descriptors, so the read readies views in 16 chunks before it completes. None of
+    them may be taken for another (a buffer whose chunk went is copied, not redirected):
+    every block of T must be redirected."""
+    with env.server.connect() as b, env.server.connect() as a:
+        a.execute(f"SET nvm_view_memory = '{VIEW_MEMORY_MIN}'")
+        # A's look-ups of pg_prewarm and T now: its measured call reads T's blocks only
+        a.execute(f"SELECT pg_prewarm('{ONE_READ_TABLE}', 'buffer', 'main', 0, 0)")
+        counters.read_counters(a, own=True)
+        step = VIEW_CHUNK - 1
+        for k in range(SPREAD_PAGES):
+            b.execute(
+                f"SELECT pg_prewarm('{WIDE_TABLE}', 'buffer', 'main', %s, %s)",
+                (k * step, k * step + step - 1),
+            )
+            b.execute(f"SELECT pg_prewarm('{SPREAD_TABLE}', 'buffer', 'main', %s, %s)", (k, k))
+        ids = [
+            int(r[0])
+            for r in b.execute(
+                "SELECT bufferid FROM pg_buffercache "
+                "WHERE relfilenode = pg_relation_filenode(%s::regclass)",
+                (SPREAD_TABLE,),
+            ).fetchall()
+        ]
+        chunks = {(i - 1) // VIEW_CHUNK for i in ids}
+        if len(chunks) != SPREAD_PAGES:
+            raise CheckFailed(
+                f"read across chunks, set-up: {SPREAD_TABLE}'s {len(ids)} buffers lie in "
+                f"{len(chunks)} chunks, expected {SPREAD_PAGES} (buffers {sorted(ids)})"
+            )
+        b.execute(f"DROP TABLE {SPREAD_TABLE}")
+        before = counters.read_counters(a, own=True)
+        loaded = a.execute(
+            f"SELECT pg_prewarm('{ONE_READ_TABLE}', 'buffer', 'main', 1, %s)",
+            (ONE_READ_PAGES - 1,),
+        ).fetchone()[0]  # type: ignore[index]
+        d = counters.delta(before, counters.read_counters(a, own=True))
+        b.execute(f"DROP TABLE {ONE_READ_TABLE}")
+    if loaded != ONE_READ_PAGES - 1 or d["redirects"] < loaded:
+        raise CheckFailed(
+            f"read across chunks: with nvm_view_memory = {VIEW_MEMORY_MIN}, A's pg_prewarm of "
+            f"{ONE_READ_TABLE} into descriptors of {SPREAD_PAGES} chunks loaded {loaded} "
+            f"blocks and redirected {d['redirects']} (every one expected: a block whose "
+            f"view chunk another of the same read took is copied); {counters.fmt(d)}"
+        )
+    return (
+        f"one read across {SPREAD_PAGES} chunks at nvm_view_memory = {VIEW_MEMORY_MIN}: "
+        f"{d['redirects']} of {loaded} blocks redirected, mapped_reads+{d['mapped_reads']}"
+    )
 
 
 def _wide_pool(env: EngineEnv) -> str:
-    """Part 3: an index scan's views through more chunks than a backend keeps."""
+    """Part 3: an index scan's views through more chunks than a backend keeps; then one
+    read across more chunks than the bound's minimum (``_one_read_across_chunks()``)."""
     rows = WIDE_PAGES * 4
     with env.server.connect() as c:
         c.execute(f"DROP TABLE IF EXISTS {WIDE_TABLE}")
@@ -148,6 +222,8 @@ def _wide_pool(env: EngineEnv) -> str:
             (rows,),
         )
         c.execute(f"VACUUM {WIDE_TABLE}")
+        for t, pages in ((SPREAD_TABLE, SPREAD_PAGES), (ONE_READ_TABLE, ONE_READ_PAGES)):
+            _kept_table(c, t, pages, 1)
         pages = c.execute(f"SELECT pg_relation_size('{WIDE_TABLE}') / 8192").fetchone()[0]  # type: ignore[index]
         want = c.execute(f"SELECT count(*), sum(length(pad)) FROM {WIDE_TABLE}").fetchone()
     if pages < VIEW_MEMORY_CHUNKS * VIEW_CHUNK + VIEW_CHUNK:
@@ -172,6 +248,8 @@ def _wide_pool(env: EngineEnv) -> str:
                     "AND b.relfilenode = pg_relation_filenode(%s::regclass)",
                     (VIEW_MEMORY_CHUNKS * VIEW_CHUNK, WIDE_TABLE),
                 ).fetchone()[0]  # type: ignore[index]
+            env.server.restart()  # cold again
+            one_read = _one_read_across_chunks(env)
     finally:
         env.server.restart()  # the usual shared_buffers
     if got != want:
@@ -197,7 +275,7 @@ def _wide_pool(env: EngineEnv) -> str:
     return (
         f"wide pool ({WIDE_SB}): {pages} heap pages by index -> redirects+{d['redirects']}, "
         f"{far} redirected buffers beyond nvm_view_memory = {view_memory}, "
-        f"{d['view_chunks_dropped']} chunks of kept views dropped"
+        f"{d['view_chunks_dropped']} chunks of kept views dropped; {one_read}"
     )
 
 
@@ -228,6 +306,117 @@ def _scan_sum(c: psycopg.Connection[Any], table: str) -> tuple[int, int]:
     row = c.execute(f"SELECT count(*), sum(v) FROM {table}").fetchone()
     assert row is not None
     return int(row[0]), int(row[1])
+
+
+#: the database B creates and drops for the SMGRRELEASE barrier of part 5 (1b)
+BARRIER_DB = "redir_barrier"
+EPOCH_FETCH = 100  # rows A's cursor fetches before the barrier (4 per page)
+
+
+def _ro_mappings(pid: int, relpath: str) -> int:
+    """How many read-only shared mappings (``r--s``: se2's, for redirected buffers) of the
+    relation file ``relpath`` (``pg_relation_filepath()``: its first segment) process
+    ``pid`` has, from ``/proc/<pid>/maps``: distinct start - offset, should one mapping be
+    split into several areas."""
+    bases = set()
+    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        f = line.split(maxsplit=5)
+        if len(f) == 6 and f[1] == "r--s" and f[5].endswith("/" + relpath):
+            bases.add(int(f[0].split("-")[0], 16) - int(f[2], 16))
+    return len(bases)
+
+
+def _barrier(b: psycopg.Connection[Any]) -> None:
+    """B creates and drops a database. DROP DATABASE makes every process close every
+    relation (the SMGRRELEASE procsignal barrier: ``smgrreleaseall()``, so ``nvm_close()``
+    lets go of every mapping) and waits until each has; an idle session absorbs it at once
+    (its read of the next command checks for interrupts). Nothing of it touches other
+    relations' buffers (CREATE DATABASE's copies take victims through rings)."""
+    b.execute(f"DROP DATABASE IF EXISTS {BARRIER_DB}")
+    b.execute(f"CREATE DATABASE {BARRIER_DB}")
+    b.execute(f"DROP DATABASE {BARRIER_DB}")
+
+
+def _epoch_probes(
+    a: psycopg.Connection[Any],
+    b: psycopg.Connection[Any],
+    a_scan: Callable[[str, int], dict[str, int]],
+    s_rows: int,
+    s_sum: int,
+) -> list[str]:
+    """Part 5 (1b): the mapping epoch, the only guard against taking a view of a mapping
+    that was let go (H4b). A keeps views of all of S's buffers; B's barrier lets go of A's
+    mappings without touching S's buffers, so their generations still match and only the
+    epochs can reject the views: A's next scan must find them stale (``views_stale`` about
+    S's pages, ``views_kept`` about 0, no page of S read again) and map S anew. Then with a
+    cursor of A on S across the barrier: the mapping its pinned page is read through is
+    retired, not unmapped (``/proc/<pid>/maps``), the cursor's rows are right, and the
+    retired mapping goes with the last pin."""
+    pid = a.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
+    path = b.execute("SELECT pg_relation_filepath(%s::regclass)", (KEPT_S,)).fetchone()[0]  # type: ignore[index]
+    slk = slack(KEPT_PAGES)
+    notes = []
+
+    def mapped(what: str, want: int) -> None:
+        got = _ro_mappings(pid, path)
+        if got != want:
+            raise CheckFailed(
+                f"kept views, barrier: {what}, session A (pid {pid}) has {got} read-only "
+                f"mappings of {path} ({KEPT_S}), expected {want}"
+            )
+
+    # without a pin: the views' mapping is unmapped at once, its epoch bumped
+    mapped("before B's CREATE/DROP DATABASE", 1)
+    _barrier(b)
+    mapped("after the barrier (A idle: it must have absorbed it)", 0)
+    d = a_scan("after the SMGRRELEASE barrier", s_sum)
+    if d["redirects"] > slk:
+        raise CheckFailed(
+            f"kept views, barrier: A read {d['redirects']} pages of {KEPT_S} again (S's "
+            f"buffers must stay, with their generations, for the epoch alone to be tested); "
+            f"{counters.fmt(d)}"
+        )
+    if d["views_stale"] < KEPT_PAGES - slk or d["views_kept"] > slk:
+        raise CheckFailed(
+            f"kept views, barrier: after B's DROP DATABASE let go of A's mappings, A's scan "
+            f"of {KEPT_S} ({KEPT_PAGES} pages, buffers unchanged) found {d['views_stale']} "
+            f"stale views (expected >= {KEPT_PAGES - slk}) and took {d['views_kept']} kept "
+            f"ones (expected <= {slk}): the mapping epoch did not reject them; "
+            f"{counters.fmt(d)}"
+        )
+    if d["mappings_created"] < 1:
+        raise CheckFailed(f"kept views, barrier: A mapped nothing anew; {counters.fmt(d)}")
+    mapped("after A's scan", 1)
+    notes.append(f"barrier: {d['views_stale']} views stale by their epoch, {d['views_kept']} taken")
+
+    # with a pin across it: the mapping is retired, and unmapped at the last pin
+    with a.transaction():
+        a.execute(f"DECLARE epoch_cur NO SCROLL CURSOR FOR SELECT v FROM {KEPT_S}")
+        rows = a.execute(f"FETCH {EPOCH_FETCH} FROM epoch_cur").fetchall()
+        _barrier(b)
+        mapped("with A's cursor pinning a page of it, after the barrier", 1)
+        before = counters.read_counters(a, own=True)
+        rows += a.execute("FETCH ALL FROM epoch_cur").fetchall()
+        d = counters.delta(before, counters.read_counters(a, own=True))
+    mapped("after A's cursor closed (the retired mapping gone with its last pin)", 1)
+    got = (len(rows), sum(int(r[0]) for r in rows))
+    if got != (s_rows, s_sum):
+        raise CheckFailed(
+            f"kept views, barrier: A's cursor on {KEPT_S} across the barrier returned "
+            f"(count, sum) {got}, expected {(s_rows, s_sum)}; {counters.fmt(d)}"
+        )
+    rest = KEPT_PAGES - EPOCH_FETCH // 4 - 1  # pages not yet pinned at the barrier
+    if d["view_mismatches"] or d["views_stale"] < rest - slk or d["views_kept"] > slk:
+        raise CheckFailed(
+            f"kept views, barrier with a cursor: the rest of the scan ({rest} pages) found "
+            f"{d['views_stale']} stale views (expected >= {rest - slk}), took "
+            f"{d['views_kept']} kept ones (expected <= {slk}), {d['view_mismatches']} "
+            f"mismatches (must be 0); {counters.fmt(d)}"
+        )
+    notes.append(
+        f"cursor across the barrier: mapping retired, rows right, {d['views_stale']} stale"
+    )
+    return notes
 
 
 def _kept_views(env: EngineEnv) -> str:
@@ -275,6 +464,9 @@ def _kept_views(env: EngineEnv) -> str:
                 f"{d['views_resolved']} pages; {counters.fmt(d)}"
             )
         notes.append(f"second scan: {d['views_kept']} kept views taken")
+
+        # (1b) the mapping epoch alone rejects A's kept views (H4b)
+        notes.extend(_epoch_probes(a, b, a_scan, s_rows, s_sum))
 
         # (2) A keeps views of R in about every buffer; B evicts and reads S into them
         a.execute(f"SELECT pg_prewarm('{KEPT_R}', 'buffer')")

@@ -170,7 +170,10 @@ NvmBufInitAccess(void)
 	NvmBufferPages = MemoryContextAllocZero(NvmViewCxt, sizeof(NvmView *) * nchunks);
 }
 
-/* the chunks nvm_view_memory allows, at least 2 (a read may span two) */
+/*
+ * the chunks nvm_view_memory allows (its minimum, 128 kB, allows 5; at least
+ * 2 whatever it says)
+ */
 static int
 nvm_view_chunks_max(void)
 {
@@ -182,17 +185,19 @@ nvm_view_chunks_max(void)
 
 /*
  * nvm_view_coldest_chunk -- the least recently used chunk without a pinned
- * view, other than "except", or -1 if every chunk has one.
+ * view and not used since the stamp "keep_from" (NvmViewClock), or -1 if
+ * there is none.
  */
 static int
-nvm_view_coldest_chunk(int except)
+nvm_view_coldest_chunk(uint64 keep_from)
 {
 	int			nchunks = (NBuffers + NVM_VIEW_CHUNK - 1) / NVM_VIEW_CHUNK;
 	int			coldest = -1;
 
 	for (int c = 0; c < nchunks; c++)
 	{
-		if (c == except || NvmBufferPages[c] == NULL || NvmViewCount[c] > 0)
+		if (NvmBufferPages[c] == NULL || NvmViewCount[c] > 0 ||
+			NvmViewUsed[c] >= keep_from)
 			continue;
 		if (coldest < 0 || NvmViewUsed[c] < NvmViewUsed[coldest])
 			coldest = c;
@@ -207,11 +212,14 @@ nvm_view_coldest_chunk(int except)
  * At most nvm_view_memory of chunks are kept: a new one beyond takes the
  * memory of the least recently used chunk that has no pinned view, whose
  * kept views are dropped (they hold nothing: a kept view counts on no
- * mapping).  If every chunk has a pinned view (a few chunks, a tiny
+ * mapping), and that was not used since the stamp keep_from: the chunks a
+ * caller readied for the same read (NvmPrepareRedirect()) have no pinned
+ * view yet, and must still be there when the read completes.  If no chunk
+ * can go (each has a pinned view or serves the read: a few chunks, a tiny
  * nvm_view_memory), one more is allocated.
  */
 static void
-nvm_view_chunk_ready(Buffer buffer)
+nvm_view_chunk_ready(Buffer buffer, uint64 keep_from)
 {
 	int			c = (buffer - 1) >> NVM_VIEW_CHUNK_BITS;
 
@@ -221,7 +229,7 @@ nvm_view_chunk_ready(Buffer buffer)
 
 		if (NvmViewChunks >= nvm_view_chunks_max())
 		{
-			int			victim = nvm_view_coldest_chunk(c);
+			int			victim = nvm_view_coldest_chunk(keep_from);
 
 			if (victim >= 0)
 			{
@@ -284,8 +292,9 @@ nvm_view_set(Buffer buffer, char *page, NvmViewMap map, uint32 gen)
  * redirect the buffer anew meanwhile (each needs it unpinned, or its I/O);
  * a copy-on-write may bump it at any time, which is harmless: the view
  * shows the page the copy is made from, as under any pin (R5, R6).  The
- * storage manager checks as well that the mapping is of the tag's block
- * (view_mismatches counts a generation that said yes wrongly: must be 0).
+ * storage manager checks as well that the mapping is of the tag's block,
+ * and that an epoch that matched is an owned mapping's (view_mismatches
+ * counts a generation or an epoch that said yes wrongly: must be 0).
  */
 static char *
 nvm_view_resolve(Buffer buffer)
@@ -331,7 +340,8 @@ nvm_view_resolve(Buffer buffer)
 							BufTagGetForkNum(&tag), tag.blockNum, &map);
 	if (page == NULL)
 		return NULL;
-	nvm_view_chunk_ready(buffer);
+	/* nothing else of this process waits for a chunk: any may go */
+	nvm_view_chunk_ready(buffer, NvmViewClock + 1);
 	nvm_view_set(buffer, page, map, gen);
 	MyNvmStats->views_resolved++;
 	return page;
@@ -341,12 +351,23 @@ nvm_view_resolve(Buffer buffer)
  * NvmPrepareRedirect -- the buffer manager is about to read these buffers,
  * and they may be redirected when the read completes: get their views'
  * chunks ready now, outside the completion's critical section.
+ *
+ * The buffers of one read are victims taken wherever the clock found them,
+ * so up to io_combine_limit of them may lie in as many chunks; none of the
+ * chunks readied here may be taken for another one of the same read (they
+ * have no pinned view yet): a buffer whose chunk was gone at completion
+ * would be copied instead of redirected (NvmRedirectDone()).  So only
+ * chunks not used since this call began may go, and beyond them
+ * nvm_view_memory is exceeded, by at most the read's chunks, as it is for
+ * pinned views.
  */
 void
 NvmPrepareRedirect(const Buffer *buffers, int nbuffers)
 {
+	uint64		keep_from = NvmViewClock + 1;
+
 	for (int i = 0; i < nbuffers; i++)
-		nvm_view_chunk_ready(buffers[i]);
+		nvm_view_chunk_ready(buffers[i], keep_from);
 }
 
 /*

@@ -788,8 +788,9 @@ nvm_view_release(NvmViewMap map)
  * does, or NULL if the view is stale: the mapping was let go since (the
  * entry's epoch changed; it may be unmapped, or hold another mapping), or
  * -- which the buffer's generation should have excluded, and *mismatch then
- * says -- the mapping is not of that block's segment.  No look-up: the
- * handle is an index, and the address is computed from the mapping.
+ * says -- the mapping is not of that block's segment, or the epoch matched
+ * an entry that holds no owned mapping (see below).  No look-up: the handle
+ * is an index, and the address is computed from the mapping.
  */
 char *
 nvm_view_reacquire(NvmViewMap map, uint32 epoch, RelFileLocator rlocator,
@@ -798,15 +799,37 @@ nvm_view_reacquire(NvmViewMap map, uint32 epoch, RelFileLocator rlocator,
 	NvmViewMapEntry *e;
 	NvmMapping *m;
 
+	/* invariants of the caller's kept view: the table only grows */
 	Assert(map >= 0 && map < NvmViewMapsLen);
 	Assert(epoch != 0);
 	*mismatch = false;
 	e = &NvmViewMaps[map];
 	if (e->epoch != epoch)
 		return NULL;
-	/* the epoch it was kept with: the very mapping, owned, not retired */
+
+	/*
+	 * The epoch it was kept with: the very mapping, owned, not retired. Every
+	 * change of the entry (a new mapping, letting go, unmapping) changes its
+	 * epoch, so that is what the comparison says -- unless the 32-bit epoch
+	 * came round to the kept value while the view waited (2^32 changes of one
+	 * handle, three per mapping made and let go: rare, but not impossible in
+	 * a long-lived process that keeps mapping and letting go under a small
+	 * nvm_max_mappings, and nothing bounds how long a view is kept).  So it
+	 * is checked here, at run time, not asserted: an entry that is free (no
+	 * mapping) or holds a retired one (no owner, no relation to compare with,
+	 * unmapped at its last pinned view) is counted as a mismatch, and the
+	 * caller looks the page up the slow way. An owned mapping of another
+	 * segment is caught by the check below; one of the same segment gives the
+	 * right address anyway.  Only read-only mappings ever get a handle
+	 * (nvm_viewmap_assign()): an invariant.
+	 */
 	m = e->m;
-	Assert(m != NULL && m->readonly && m->reln != NULL);
+	if (unlikely(m == NULL || m->reln == NULL))
+	{
+		*mismatch = true;
+		return NULL;
+	}
+	Assert(m->readonly);
 	if (forknum != MAIN_FORKNUM ||
 		blocknum / ((BlockNumber) RELSEG_SIZE) != m->segno ||
 		!RelFileLocatorEquals(m->reln->smgr_rlocator.locator, rlocator))
