@@ -86,3 +86,22 @@ def test_prefetch_summary() -> None:
     out = "ok   a\n7 passed, 0 failed\n== x\n34 passed, 1 failed\n"
     assert summary(out) == "34 passed, 1 failed"
     assert summary("nothing") is None
+
+
+def test_redirect_ro_mappings_counts_mappings_not_areas() -> None:
+    """The epoch probe counts a process's read-only mappings of one relation file: a
+    mapping split into two areas is one, read-write mappings and other files (another
+    segment, a longer name ending alike) are none."""
+    maps = "\n".join(
+        [
+            "7f0000000000-7f0000100000 r--s 00000000 00:2a 11 /nvm/d/base/5/16400",
+            "7f0000100000-7f0040000000 r--s 00100000 00:2a 11 /nvm/d/base/5/16400",
+            "7f1000000000-7f1040000000 r--s 00000000 00:2a 11 /nvm/d/base/5/16400",
+            "7f2000000000-7f2040000000 rw-s 00000000 00:2a 11 /nvm/d/base/5/16400",
+            "7f3000000000-7f3040000000 r--s 00000000 00:2a 12 /nvm/d/base/5/16400.1",
+            "7f4000000000-7f4040000000 r--s 00000000 00:2a 13 /nvm/d/base/5/116400",
+            "7f5000000000-7f5000001000 r-xp 00000000 08:01 14 /usr/lib/libc.so.6",
+        ]
+    )
+    assert redirect.ro_mappings(maps, "base/5/16400") == 2
+    assert redirect.ro_mappings(maps, "base/5/16401") == 0

@@ -313,13 +313,13 @@ BARRIER_DB = "redir_barrier"
 EPOCH_FETCH = 100  # rows A's cursor fetches before the barrier (4 per page)
 
 
-def _ro_mappings(pid: int, relpath: str) -> int:
+def ro_mappings(maps: str, relpath: str) -> int:
     """How many read-only shared mappings (``r--s``: se2's, for redirected buffers) of the
-    relation file ``relpath`` (``pg_relation_filepath()``: its first segment) process
-    ``pid`` has, from ``/proc/<pid>/maps``: distinct start - offset, should one mapping be
-    split into several areas."""
+    relation file ``relpath`` (``pg_relation_filepath()``: its first segment) a process's
+    ``/proc/<pid>/maps`` text shows: distinct start - offset, should one mapping be split
+    into several areas."""
     bases = set()
-    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+    for line in maps.splitlines():
         f = line.split(maxsplit=5)
         if len(f) == 6 and f[1] == "r--s" and f[5].endswith("/" + relpath):
             bases.add(int(f[0].split("-")[0], 16) - int(f[2], 16))
@@ -358,7 +358,7 @@ def _epoch_probes(
     notes = []
 
     def mapped(what: str, want: int) -> None:
-        got = _ro_mappings(pid, path)
+        got = ro_mappings(Path(f"/proc/{pid}/maps").read_text(), path)
         if got != want:
             raise CheckFailed(
                 f"kept views, barrier: {what}, session A (pid {pid}) has {got} read-only "
