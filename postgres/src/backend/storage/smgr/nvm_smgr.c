@@ -808,19 +808,19 @@ nvm_view_reacquire(NvmViewMap map, uint32 epoch, RelFileLocator rlocator,
 		return NULL;
 
 	/*
-	 * The epoch it was kept with: the very mapping, owned, not retired. Every
-	 * change of the entry (a new mapping, letting go, unmapping) changes its
-	 * epoch, so that is what the comparison says -- unless the 32-bit epoch
-	 * came round to the kept value while the view waited (2^32 changes of one
-	 * handle, three per mapping made and let go: rare, but not impossible in
-	 * a long-lived process that keeps mapping and letting go under a small
+	 * The epoch it was kept with means the very mapping, owned and not
+	 * retired: every change of the entry (a new mapping, letting go,
+	 * unmapping) changes its epoch -- unless the 32-bit epoch came round to
+	 * the kept value while the view waited (2^32 changes of one handle, three
+	 * per mapping made and let go: rare, but not impossible in a long-lived
+	 * process that keeps mapping and letting go under a small
 	 * nvm_max_mappings, and nothing bounds how long a view is kept).  So it
 	 * is checked here, at run time, not asserted: an entry that is free (no
 	 * mapping) or holds a retired one (no owner, no relation to compare with,
 	 * unmapped at its last pinned view) is counted as a mismatch, and the
-	 * caller looks the page up the slow way. An owned mapping of another
-	 * segment is caught by the check below; one of the same segment gives the
-	 * right address anyway.  Only read-only mappings ever get a handle
+	 * caller looks the page up the slow way; an owned mapping of another
+	 * segment is caught by the check below, and one of the same segment gives
+	 * the right address anyway.  Only read-only mappings ever get a handle
 	 * (nvm_viewmap_assign()): an invariant.
 	 */
 	m = e->m;
