@@ -68,3 +68,53 @@ def test_one_list_of_names() -> None:
 def test_the_header_is_where_the_docs_say() -> None:
     assert str(Path(*HEADER.parts[-4:])) == "src/include/storage/nvm_stats.h"
     assert "nvm_stats.h" in (counters.__doc__ or "")
+
+
+# --------------------------------------------------------------------------- one run's delta
+
+
+def _readings(base: int, **grown: int) -> dict[str, int]:
+    """Counters as pgnvm_counters() gives them: every counter at ``base`` but ``grown``."""
+    vals = dict.fromkeys((*counters.COUNTERS, *counters.DERIVED), base)
+    vals.update(grown)
+    return vals
+
+
+#: pgnvm_pool() before and after (part of its columns)
+POOL0 = {
+    "demotions": 5,
+    "slot_evictions": 2,
+    "slot_writes": 0,
+    "slots_in_use_peak": 10,
+    "slots": 100,
+}
+POOL1 = {**POOL0, "demotions": 9, "slot_writes": 3, "slots_in_use_peak": 12}
+
+
+def test_run_delta_counts_what_grew_in_the_interval() -> None:
+    before = _readings(1000, redirects=40_000, views_kept=7)
+    after = _readings(1000, redirects=52_345, views_kept=107, verified_by_backend=1003)
+    d = counters.run_delta((before, POOL0), (after, POOL1))
+    assert d is not None
+    assert (d["redirects"], d["views_kept"], d["verified_by_backend"]) == (12_345, 100, 3)
+    assert d["cow_copies"] == 0 and d["bytes_not_copied"] == 0
+    # the slot clock: differences; the peak and the budget as they are after
+    assert {k: d[k] for k in (*counters.POOL_COUNTERS, *counters.POOL_LEVELS)} == {
+        "demotions": 4,
+        "slot_evictions": 0,
+        "slot_writes": 3,
+        "slots_in_use_peak": 12,
+        "slots": 100,
+    }
+    pool = (*counters.POOL_COUNTERS, *counters.POOL_LEVELS)
+    assert set(d) == {*counters.COUNTERS, *counters.DERIVED, *pool}
+
+
+def test_run_delta_without_the_extension_or_the_pool() -> None:
+    c = _readings(3)
+    # no extension (or a reading that failed): nothing, not zeros
+    assert counters.run_delta((None, None), (None, None)) is None
+    assert counters.run_delta((c, POOL0), (None, POOL1)) is None
+    # pgnvm < 1.6 has no pgnvm_pool(): the counters alone
+    d = counters.run_delta((c, None), (_readings(3, redirects=8), None))
+    assert d is not None and d["redirects"] == 5 and "demotions" not in d

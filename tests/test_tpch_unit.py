@@ -738,3 +738,68 @@ def test_report_says_which_pools_a_prewarm_did_not_cover(tmp_path: Path) -> None
         if line.startswith(("| nvm_base_worker | base", "| mem_limit | base"))
     ]
     assert all("| yes |" in r for r in rows[-2:])  # the configuration table: both prewarmed
+
+
+# --------------------------------------------------------------------------- pgnvm counters
+
+
+def _nvm(redirects: int, kept: int, stale: int = 0, helper: int = 0, backend: int = 0) -> dict:
+    """A run's pgnvm delta as the runner records it (bench.core.counters.run_delta)."""
+    d = dict.fromkeys(runner.NVM_KEYS, 0)
+    d.update(redirects=redirects, views_kept=kept, views_stale=stale)
+    d.update(verified_by_helper=helper, verified_by_backend=backend, slots=16384)
+    return d
+
+
+def test_csv_row_has_the_pgnvm_counters() -> None:
+    rec = _rec("nvm_se2_m1", 6, 1.0)
+    rec["pgnvm_stats"] = _nvm(120, 4000, stale=3, helper=100, backend=20)
+    row = runner.csv_row(rec)
+    assert (row["nvm_redirects"], row["nvm_views_kept"], row["nvm_views_stale"]) == (120, 4000, 3)
+    assert (row["nvm_verified_by_helper"], row["nvm_slots"]) == (100, 16384)
+    assert len(runner.CSV_FIELDS) == len(set(runner.CSV_FIELDS)) and set(row) <= set(
+        runner.CSV_FIELDS
+    )
+    # no extension: empty cells, no error
+    row = runner.csv_row(_rec("mem_limit", 6, 1.0))
+    assert all(row[f"nvm_{k}"] is None for k in runner.NVM_KEYS)
+
+
+def test_report_pgnvm_counters(tmp_path: Path) -> None:
+    names = ["nvm_base_worker", "nvm_se2_m1", "mem_limit"]
+    recs = []
+    for q in (1, 6):
+        for rep, (r, k, v) in enumerate(((100, 10, 7), (300, 30, 9), (200, 20, 8)), 1):
+            recs.append(dict(_rec("nvm_base_worker", q, 2.0), rep=rep, pgnvm_stats=_nvm(0, 0)))
+            se2 = _nvm(r * q, k * q, stale=q, helper=v, backend=1)
+            recs.append(dict(_rec("nvm_se2_m1", q, 1.0), rep=rep, pgnvm_stats=se2))
+            recs.append(dict(_rec("mem_limit", q, 0.5), rep=rep))  # no extension
+    a = report.Analysis(_plan(names, [1, 6]), {"cpus": 2}, recs, [])
+    assert a.nvm_configs == ["nvm_base_worker", "nvm_se2_m1"]
+    # medians per query (Q1: 200, Q6: 1200), summed over the common queries
+    assert a.median_of("nvm_se2_m1", 6, stats.nvm_counter("redirects")) == 1200
+    assert a.nvm_total("nvm_se2_m1", "redirects") == 1400
+    assert a.nvm_total("nvm_se2_m1", "verified") == 2 * (8 + 1)
+    assert a.nvm_total("nvm_base_worker", "redirects") == 0
+    assert a.nvm_total("mem_limit", "redirects") is None
+    report.Report(tmp_path, a).write()
+    md = (tmp_path / "report.md").read_text()
+    sect = md[md.index("## pgnvm counters") : md.index("## pg_stat_io")]
+    assert "**whole server**" in sect
+    # columns zero in every configuration left out; mem_limit has no row
+    assert "| configuration | engine | redirects | views kept | views stale | verified | " in sect
+    assert "| nvm_se2_m1 | se2 | 1400 | 140 | 7 | 18 | 16 |" in sect
+    assert "| nvm_base_worker | base | 0 | 0 | 0 | 0 | 0 |" in sect and "| mem_limit" not in sect
+    assert "nvm_base_worker: every counter shown is 0." in sect
+    assert "| query | nvm_se2_m1 |" in sect and "| Q06 | 1200 / 120 / 6 / 0 / 9 |" in sect
+    summ = json.loads((tmp_path / "summary.json").read_text())
+    assert summ["configs"]["nvm_se2_m1"]["pgnvm_counters"]["views_kept"] == 140
+    assert summ["configs"]["mem_limit"]["pgnvm_counters"] is None
+    assert summ["cells"]["nvm_se2_m1/q01"]["pgnvm_counters"]["redirects"] == 200
+    # a run without any counters: said so, no table
+    b = report.Analysis(_plan(["mem_limit"], [1]), {"cpus": 2}, [_rec("mem_limit", 1, 1.0)], [])
+    report.Report(tmp_path, b).write()
+    assert (
+        "Not recorded: no configuration's database had extension pgnvm"
+        in (tmp_path / "report.md").read_text()
+    )

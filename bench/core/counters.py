@@ -9,7 +9,10 @@ counter, what this module reads) and the wide view ``pgnvm_stats``, which also d
 ``read_counters(conn, own=True)``, for a test that must not count other processes' work
 (autovacuum, other sessions).
 
-Also here: the calling backend's prefetch helper pool, ``pgnvm_prefetch()``
+Also here: the buffer pool's descriptors and DRAM slots, ``pgnvm_pool()`` (1.6,
+:func:`read_pool`), whose slot clock counters (:data:`POOL_COUNTERS`) grow like the counters
+and are taken as differences with them (:func:`run_delta`, what a benchmark records around
+one query); the calling backend's prefetch helper pool, ``pgnvm_prefetch()``
 (:func:`read_prefetch_pool`), and the store granularity of WAL written through libpmem2 as
 the server logs it at start (:func:`wal_pmem_logged`).
 """
@@ -95,6 +98,48 @@ def read_counters(
 def delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     """How much each counter grew (they only grow while the server runs)."""
     return {k: after[k] - before.get(k, 0) for k in after}
+
+
+#: Columns of ``pgnvm_pool()`` that only grow while the server runs: the slot clock's work
+#: (se2's hybrid pool; 0 without it).
+POOL_COUNTERS: tuple[str, ...] = ("demotions", "slot_evictions", "slot_writes")
+#: ... and those that are a level, taken as they are after a query: the highest number of
+#: slots in use since the server started, and the budget.
+POOL_LEVELS: tuple[str, ...] = ("slots_in_use_peak", "slots")
+
+
+def read_pool(conn: psycopg.Connection[Any], schema: str | None = None) -> dict[str, int]:
+    """One row of ``pgnvm_pool()`` as {column: value} (``hybrid`` as 0/1). Scans every
+    buffer descriptor. Raises psycopg.Error where the function is missing (pgnvm < 1.6)."""
+    cur = conn.execute(f"SELECT * FROM {_qualified('pgnvm_pool', schema)}()")
+    row = cur.fetchone()
+    assert row is not None and cur.description is not None
+    return {d.name: int(v) for d, v in zip(cur.description, row, strict=True)}
+
+
+def pool_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """What the slot clock did between two :func:`read_pool` readings
+    (:data:`POOL_COUNTERS` as differences) and :data:`POOL_LEVELS` as they are after."""
+    out = {k: after[k] - before[k] for k in POOL_COUNTERS}
+    out.update({k: after[k] for k in POOL_LEVELS})
+    return out
+
+
+def run_delta(
+    before: tuple[dict[str, int] | None, dict[str, int] | None],
+    after: tuple[dict[str, int] | None, dict[str, int] | None],
+) -> dict[str, int] | None:
+    """The counters of one measured interval from (counters, pool) readings before and
+    after it (either None where it could not be read): :func:`delta` of the counters with
+    :func:`pool_delta` of the pool merged in; None without counters on both sides (no
+    extension: nothing recorded, no zeros)."""
+    (c0, p0), (c1, p1) = before, after
+    if c0 is None or c1 is None:
+        return None
+    out = delta(c0, c1)
+    if p0 is not None and p1 is not None:
+        out.update(pool_delta(p0, p1))
+    return out
 
 
 def fmt(d: dict[str, int], keys: tuple[str, ...] | None = None) -> str:

@@ -1,8 +1,8 @@
 """contrib/pgnvm from the checks: redirected buffers of a relation (``pgnvm_buffers()``
 joined with ``pg_buffercache``), the bytes of a block in the relation's file, and the
 backend's prefetch pool as a typed value, the buffer pool's descriptors and slots
-(``pgnvm_pool()``). The counters themselves are read by
-:mod:`bench.core.counters`."""
+(``pgnvm_pool()``, read by :mod:`bench.core.counters` like the counters themselves:
+``read_pool`` is re-exported here for the checks)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 
 from bench.core import counters
+from bench.core.counters import read_pool  # noqa: F401 - re-exported: the checks' API
 
 BLCKSZ = 8192
 
@@ -54,14 +55,6 @@ def redirected_anywhere(conn: psycopg.Connection[Any]) -> int:
     """How many shared buffers are redirected, whatever relation they hold."""
     row = conn.execute("SELECT count(*) FROM pgnvm_buffers() WHERE redirected").fetchone()
     return int(row[0]) if row else 0
-
-
-def read_pool(c: psycopg.Connection[Any]) -> dict[str, int]:
-    """One row of ``pgnvm_pool()`` as {column: value} (``hybrid`` as 0/1)."""
-    cur = c.execute("SELECT * FROM pgnvm_pool()")
-    row = cur.fetchone()
-    assert row is not None and cur.description is not None
-    return {d.name: int(v) for d, v in zip(cur.description, row, strict=True)}
 
 
 def pool_violations(p: dict[str, int]) -> list[str]:

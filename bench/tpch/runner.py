@@ -29,9 +29,15 @@ in step 1, ``warm`` restarts once per configuration and discards a warm-up run p
    when that statement ends, then the second ``pg_stat_io`` snapshot: the ``client
    backend`` rows of the delta are this query's I/O exactly. Other processes (checkpointer,
    I/O workers, ...) flush on their own schedule, so their rows are "as of their last flush".
-   Configurations with helpers: ``pgnvm_prefetch()`` (the pool's counters and placement);
-   se2 configurations: the delta of the ``pgnvm_stats`` counters (extension pgnvm, created in
-   schema ``pgnvm`` at set-up when the build has it).
+   Configurations with helpers: ``pgnvm_prefetch()`` (the pool's counters and placement).
+   Every configuration whose database has extension pgnvm (created in schema ``pgnvm`` at
+   set-up when the build has it; base has it too, and counts nothing): the delta of pgnvm's
+   counters (``pgnvm_counters()``, the columns of ``pgnvm_stats``) and of the slot clock's
+   counters of ``pgnvm_pool()``, read before step 2's flush and after this one's (the pool
+   outside the counters' interval, so that neither reading's catalog look-ups are in the
+   other's delta). Scope: the whole server, as ``pgnvm_stats`` reports it (every process's
+   slot summed: the backend with its helper threads, parallel and I/O workers, the
+   checkpointer), not the backend alone (:data:`NVM_SCOPE`).
 5. The answer is compared with the first answer of the same query (any configuration).
 
 Order: for each repetition, for each query, every configuration in turn (configurations
@@ -48,6 +54,7 @@ import csv
 import datetime as dt
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -135,6 +142,18 @@ CSV_FIELDS = [
     "error",
     *measure.counter_names(),
 ]
+#: pgnvm's counters of a run (rec["pgnvm_stats"]) in runs.csv: nvm_<counter>, empty where
+#: the server has no extension pgnvm (or an older one without pgnvm_pool(): nvm_<pool>)
+NVM_KEYS: tuple[str, ...] = (*counters.COUNTERS, *counters.POOL_COUNTERS, *counters.POOL_LEVELS)
+CSV_FIELDS += [f"nvm_{k}" for k in NVM_KEYS]
+#: what the recorded pgnvm counters cover (plan.json: pgnvm_counters_scope)
+NVM_SCOPE = (
+    "whole server: pgnvm_counters() (= pgnvm_stats) sums every process's slot (the "
+    "measured backend with its prefetch helper threads, parallel workers, I/O workers, "
+    "checkpointer, ...); a run's value is the difference around its query (after the "
+    "restart and prewarm); pgnvm_pool()'s demotions, slot_evictions, slot_writes likewise, "
+    "slots_in_use_peak and slots as they are after the query"
+)
 
 
 @dataclass
@@ -276,9 +295,12 @@ def csv_row(rec: dict[str, Any]) -> dict[str, Any]:
         measure.stat_io_sum(io, "client backend", "read_bytes") if io else None
     )
     row["client_hits"] = measure.stat_io_sum(io, "client backend", "hits") if io else None
-    counters = (rec.get("perf") or {}).get("counters") or {}
+    perf = (rec.get("perf") or {}).get("counters") or {}
     for k in measure.counter_names():
-        row[k] = counters.get(k)
+        row[k] = perf.get(k)
+    nvm = rec.get("pgnvm_stats") or {}
+    for k in NVM_KEYS:
+        row[f"nvm_{k}"] = nvm.get(k)
     return row
 
 
@@ -411,6 +433,7 @@ class Runner:
             "method_doc": o.how.doc,
             "pool_covers_db": self.pool_covers_db,
             "dram_sampling": {"interval_s": dram.INTERVAL_S},
+            "pgnvm_counters_scope": NVM_SCOPE,
             "configs": [
                 {
                     **asdict(c),
@@ -487,7 +510,8 @@ class Runner:
             if "server_version" not in self.env:
                 self.env["server_version"] = conn.execute("select version()").fetchone()[0]  # type: ignore[index]
             # before the flush: its own catalog look-ups are not in the pg_stat_io delta
-            nvm0 = _pgnvm_stats(conn, tg) if cfg.engine == "se2" else None
+            pool0 = _pgnvm_read(conn, tg, counters.read_pool)
+            nvm0 = (_pgnvm_read(conn, tg, counters.read_counters), pool0)
             conn.execute("select pg_stat_force_next_flush()")
             io0 = measure.stat_io_snapshot(conn)
             m0 = otherwork.sample(exclude={pm} if pm else ())
@@ -547,10 +571,12 @@ class Runner:
             if not (conn.broken or conn.closed):
                 conn.execute("select pg_stat_force_next_flush()")
                 rec["pg_stat_io"] = measure.stat_io_delta(io0, measure.stat_io_snapshot(conn))
-                if nvm0 is not None:
-                    nvm1 = _pgnvm_stats(conn, tg)
-                    if nvm1 is not None:
-                        rec["pgnvm_stats"] = counters.delta(nvm0, nvm1)
+                if nvm0[0] is not None:
+                    c1 = _pgnvm_read(conn, tg, counters.read_counters)
+                    pool1 = _pgnvm_read(conn, tg, counters.read_pool)
+                    nvm = counters.run_delta(nvm0, (c1, pool1))
+                    if nvm is not None:
+                        rec["pgnvm_stats"] = nvm
                 if cfg.helper_mapping and tg.has_prefetch_fn:
                     rec["prefetch"] = _pgnvm_prefetch(conn, tg)
                 self._after_run(conn, cfg, q, sql, rec)
@@ -712,14 +738,22 @@ class Runner:
         ui.info(f"results in {self.writer.out} (report.md, report.html, runs.jsonl, runs.csv)")
 
 
-def _pgnvm_stats(conn: psycopg.Connection, tg: targets.Target) -> dict[str, int] | None:
-    """pgnvm's counters (since the server started; summed over every process slot, so
-    parallel workers and I/O workers count too), None without the extension."""
+def _pgnvm_read(
+    conn: psycopg.Connection,
+    tg: targets.Target,
+    read: Callable[[psycopg.Connection, str], dict[str, int]],
+) -> dict[str, int] | None:
+    """A reading of extension pgnvm (``read``: :func:`bench.core.counters.read_counters`,
+    pgnvm's counters since the server started, every process's slot summed, or
+    :func:`bench.core.counters.read_pool`, ``pgnvm_pool()``), None without the extension or
+    where the server's pgnvm lacks it (an older build's); a broken connection raises."""
     if not tg.pgnvm_schema:
         return None
     try:
-        return counters.read_counters(conn, tg.pgnvm_schema)
-    except psycopg.errors.UndefinedColumn:  # an older build's view
+        return read(conn, tg.pgnvm_schema)
+    except psycopg.Error:
+        if conn.broken or conn.closed:
+            raise
         return None
 
 

@@ -18,6 +18,25 @@ from bench.tpch.report.statistics import Analysis, counter
 
 #: the summary's DRAM columns (peaks, MB), in the order of statistics.DRAM_PARTS
 DRAM_HEADERS = ("shared [MB]", "backend [MB]", "DRAM [MB]")
+#: column titles of :data:`stats.NVM_SHOWN`
+NVM_TITLES: dict[str, str] = {
+    "redirects": "redirects",
+    "cow_copies": "COW copies",
+    "views_kept": "views kept",
+    "views_stale": "views stale",
+    "verified": "verified",
+    "verified_by_helper": "by helper",
+    "mapped_reads": "mapped reads",
+    "slot_evictions": "slot evictions",
+}
+#: the per-query cells: letter, counter
+NVM_CELL: tuple[tuple[str, str], ...] = (
+    ("R", "redirects"),
+    ("K", "views_kept"),
+    ("S", "views_stale"),
+    ("C", "cow_copies"),
+    ("V", "verified"),
+)
 
 
 class Document:
@@ -167,11 +186,15 @@ class Document:
         ]
         return [("table", hdr, rows)]
 
-    def simple_table(self, fn: Callable[[str, int], str]) -> Block:
+    def simple_table(
+        self, fn: Callable[[str, int], str], configs: list[str] | None = None
+    ) -> Block:
+        """One row per query, one column per configuration (``configs``, default all)."""
+        cs = self.a.configs if configs is None else configs
         return (
             "table",
-            ["query", *self.a.configs],
-            [[qname(q).upper(), *[fn(c, q) for c in self.a.configs]] for q in self.a.queries],
+            ["query", *cs],
+            [[qname(q).upper(), *[fn(c, q) for c in cs]] for q in self.a.queries],
         )
 
     def io_blocks(self) -> list[Block]:
@@ -332,6 +355,54 @@ class Document:
                 prow,
             ),
         ]
+        return out
+
+    def nvm_blocks(self) -> list[Block]:
+        """pgnvm's counters: per configuration the sums over the common queries of the
+        per-query medians of :data:`stats.NVM_SHOWN` (columns zero everywhere left out),
+        then the medians per query of the configurations that counted anything."""
+        a = self.a
+        have = a.nvm_configs
+        if not have:
+            return [
+                (
+                    "p",
+                    "Not recorded: no configuration's database had extension pgnvm "
+                    "(env.json: pgnvm_extension), or the run predates their recording.",
+                )
+            ]
+        totals = {c: {k: a.nvm_total(c, k) for k in stats.NVM_SHOWN} for c in have}
+        keys = [k for k in stats.NVM_SHOWN if any(totals[c][k] for c in have)]
+        counted = [c for c in have if any(totals[c][k] for k in stats.NVM_SHOWN)]
+        by = {c["name"]: c for c in a.plan["configs"]}
+        rows = [[c, by[c]["engine"], *[num(totals[c][k]) for k in keys]] for c in have]
+        out: list[Block] = [
+            (
+                "p",
+                "Deltas of pgnvm's counters around each query (`pgnvm_stats`, and "
+                "`pgnvm_pool()`'s slot clock), **whole server**: every process's counters "
+                "summed (the backend and its prefetch helper threads, parallel and I/O "
+                "workers, the checkpointer), after the restart and prewarm. Sums over the "
+                f"{len(a.common)} common queries of the per-query medians; *verified*: pages "
+                "verified by a prefetch helper (*by helper*) or by the backend. Every counter "
+                "is in runs.csv (nvm_*) and runs.jsonl (pgnvm_stats).",
+            ),
+            ("table", ["configuration", "engine", *[NVM_TITLES[k] for k in keys]], rows),
+        ]
+        idle = [c for c in have if c not in counted]
+        if idle:
+            out.append(("p", f"{', '.join(idle)}: every counter shown is 0."))
+        if counted:
+            legend = " / ".join(f"{ltr} {NVM_TITLES[k]}" for ltr, k in NVM_CELL)
+
+            def cell(c: str, q: int) -> str:
+                vals = [a.median_of(c, q, stats.nvm_counter(k)) for _, k in NVM_CELL]
+                return "–" if all(v is None for v in vals) else " / ".join(num(v) for v in vals)
+
+            out += [
+                ("p", f"Median per query: {legend}."),
+                self.simple_table(cell, counted),
+            ]
         return out
 
     def hw_blocks(self) -> list[Block]:
@@ -632,6 +703,8 @@ class Document:
         b += self.cpu_blocks()
         b.append(("h2", "Prefetch helper threads"))
         b += self.helper_blocks()
+        b.append(("h2", "pgnvm counters"))
+        b += self.nvm_blocks()
         b.append(("h2", "pg_stat_io (sum over the common queries of per-query medians)"))
         b += self.io_blocks()
         b.append(("h2", "Hardware counters"))

@@ -16,7 +16,7 @@ from bench.tpch.queries import qname
 from bench.tpch.report import render
 from bench.tpch.report.charts import Charts
 from bench.tpch.report.document import Document
-from bench.tpch.report.statistics import Analysis
+from bench.tpch.report.statistics import NVM_SHOWN, Analysis, nvm_counter
 
 
 class Report:
@@ -42,6 +42,7 @@ class Report:
                 "queries_failed": s.n_failed,
                 "helper_cpu_s": self.a.helper_total(c),
                 "dram_peak_mb": self.a.dram(c),
+                "pgnvm_counters": self.nvm(c),
             }
             for c, s in self.a.summary.items()
         }
@@ -58,6 +59,7 @@ class Report:
                     else None
                 ),
                 "dram_peak_mb": self.a.dram(c, q),
+                "pgnvm_counters": self.nvm(c, q),
             }
             for (c, q), cell in self.a.table.items()
         }
@@ -86,6 +88,16 @@ class Report:
             )
             + "\n"
         )
+
+    def nvm(self, c: str, q: int | None = None) -> dict[str, float | None] | None:
+        """pgnvm's counters shown in the report (statistics.NVM_SHOWN) of ``c``: sums over
+        the common queries of the medians, or query ``q``'s median; None where ``c`` has
+        none recorded."""
+        if c not in self.a.nvm_configs:
+            return None
+        if q is None:
+            return {k: self.a.nvm_total(c, k) for k in NVM_SHOWN}
+        return {k: self.a.median_of(c, q, nvm_counter(k)) for k in NVM_SHOWN}
 
     def print_summary(self) -> None:
         render.print_summary(self.a)

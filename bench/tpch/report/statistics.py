@@ -200,6 +200,40 @@ def counter(name: str) -> Callable[[dict[str, Any]], float | None]:
     return get
 
 
+#: pgnvm's counters the report shows (bench.core.counters; ``verified``: verified_by_helper +
+#: verified_by_backend), the few that explain se2's time: misses served in place, the
+#: copies before a change, kept views taken again / found stale, page verifications, se1's
+#: copies from the mapping, the hybrid pool's slot evictions
+NVM_SHOWN: tuple[str, ...] = (
+    "redirects",
+    "cow_copies",
+    "views_kept",
+    "views_stale",
+    "verified",
+    "verified_by_helper",
+    "mapped_reads",
+    "slot_evictions",
+)
+
+
+def nvm_counter(name: str) -> Callable[[dict[str, Any]], float | None]:
+    """Counter ``name`` of a run record's pgnvm delta (``pgnvm_stats``; :data:`NVM_SHOWN`'s
+    ``verified`` is the sum of the two verification counters); None where the run has no
+    delta or not that counter."""
+
+    def get(r: dict[str, Any]) -> float | None:
+        d = r.get("pgnvm_stats")
+        if not d:
+            return None
+        if name == "verified":
+            parts = [d.get("verified_by_helper"), d.get("verified_by_backend")]
+            return None if None in parts else float(sum(int(x) for x in parts if x is not None))
+        v = d.get(name)
+        return float(v) if v is not None else None
+
+    return get
+
+
 class Analysis:
     """What the report says about a run, computed from its raw files (plan.json, env.json,
     runs.jsonl, mismatches, plans): which configurations and queries ran, the cells and the
@@ -339,6 +373,19 @@ class Analysis:
             if cs.get("cycles_user") is not None:
                 return True
         return False
+
+    @property
+    def nvm_configs(self) -> list[str]:
+        """Configurations with pgnvm's counters recorded (extension pgnvm present)."""
+        have = {r["config"] for r in self.records if r.get("pgnvm_stats")}
+        return [c for c in self.configs if c in have]
+
+    def nvm_total(self, c: str, name: str) -> float | None:
+        """Sum over the common queries of the per-query medians of pgnvm counter ``name``
+        (:func:`nvm_counter`) of ``c``; None where no run of ``c`` recorded it."""
+        fn = nvm_counter(name)
+        vals = [v for v in (self.median_of(c, q, fn) for q in self.common) if v is not None]
+        return sum(vals) if vals else None
 
     def kernel_total(self, c: str) -> float | None:
         u = self.sum_common(c, lambda r: (r.get("backend") or {}).get("utime_s"))
