@@ -124,6 +124,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "results/<timestamp>-sf<SF>-nocsum with --data-checksums off)",
     )
     p.add_argument(
+        "--compare",
+        type=Path,
+        nargs="+",
+        default=None,
+        metavar="DIR",
+        help="print (Markdown) how each configuration's time grows with the scale factor "
+        "over result directories of runs at different SFs (their summary.json and plan.json; "
+        "e.g. an SF 1 and an SF 3 run): totals and geomeans, their ratio to the smallest SF's, "
+        "and the ratios to nvm_base_worker and mem_limit at each SF; then exit",
+    )
+    p.add_argument(
         "--list-configs",
         action="store_true",
         help="list the configurations (settings, storage, availability) and exit",
@@ -207,6 +218,14 @@ def _cmd_tpch(args: argparse.Namespace) -> int:
         storage.set_user_nvm_root(args.nvm_root)
     if args.list_configs:
         return _list_configs(args)
+    if args.compare:
+        from bench.tpch import growth
+
+        try:
+            print(growth.markdown(args.compare), end="")
+        except ValueError as e:
+            raise SystemExit(f"pgnvm tpch --compare: {e}") from None
+        return 0
     storage.use_root_option(None, space_needed(args.sf), what=f"TPC-H SF {args.sf:g}")
     from bench.tpch import runner
 
