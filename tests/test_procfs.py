@@ -98,7 +98,9 @@ def test_argv_comm_cwd_alive_self() -> None:
 
 
 def test_machine(tmp_path: Path) -> None:
-    (tmp_path / "meminfo").write_text("MemTotal:       24576000 kB\nMemFree:  1 kB\n")
+    (tmp_path / "meminfo").write_text(
+        "MemTotal:       24576000 kB\nMemFree:  1 kB\nMemAvailable:   10240 kB\n"
+    )
     (tmp_path / "loadavg").write_text("3.91 2.00 1.00 2/300 4242\n")
     (tmp_path / "cpuinfo").write_text("processor\t: 0\nmodel name\t: Some CPU @ 2GHz\n")
     (tmp_path / "sys" / "kernel").mkdir(parents=True)
@@ -106,6 +108,8 @@ def test_machine(tmp_path: Path) -> None:
     assert procfs.meminfo(tmp_path)["MemTotal"] == "24576000 kB"
     assert procfs.mem_total_bytes(tmp_path) == 24576000 * 1024
     assert procfs.mem_total_bytes(tmp_path / "nope") == 4 << 30
+    assert procfs.mem_available_bytes(tmp_path) == 10 << 20
+    assert procfs.mem_available_bytes(tmp_path / "nope") is None
     assert procfs.loadavg(tmp_path) == pytest.approx(3.91)
     assert procfs.loadavg(tmp_path / "nope") is None
     assert procfs.cpu_model(tmp_path) == "Some CPU @ 2GHz"

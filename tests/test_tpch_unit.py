@@ -22,6 +22,7 @@ from bench.tpch import (
     report,
     runner,
     schema,
+    settings,
 )
 from bench.tpch.report import statistics as stats
 
@@ -803,3 +804,37 @@ def test_report_pgnvm_counters(tmp_path: Path) -> None:
         "Not recorded: no configuration's database had extension pgnvm"
         in (tmp_path / "report.md").read_text()
     )
+
+
+# --------------------------------------------------------------------------- DRAM
+
+
+def test_a_pool_for_the_whole_database_must_fit_the_dram_available() -> None:
+    gib = 1 << 30
+    mem_limit, se2_wholedb = configs.BY_NAME["mem_limit"], configs.BY_NAME["nvm_se2_wholedb"]
+    assert settings.fills_dram_with_db(mem_limit)
+    assert settings.fills_dram_with_db(configs.BY_NAME["nvm_base_wholedb"])
+    # se2 redirects its buffers to the mapping; the others keep the job's 128 MB
+    assert not settings.fills_dram_with_db(se2_wholedb)
+    assert not settings.fills_dram_with_db(configs.BY_NAME["nvm_se2_hybrid"])
+    assert not settings.fills_dram_with_db(configs.BY_NAME["nvm_base_worker"])
+    db = 5 * gib  # SF 3
+    assert settings.dram_shortfall(mem_limit, db, 6 * gib) is None  # db + 1 GiB fits
+    why = settings.dram_shortfall(mem_limit, db, 6 * gib - 1)
+    assert why is not None and "about 6.0 GiB (the 5.0 GiB database + 1 GiB" in why
+    assert "only 6.0 GiB available (MemAvailable" in why
+    assert settings.dram_shortfall(se2_wholedb, db, gib) is None
+    assert settings.dram_shortfall(mem_limit, db, None) is None  # /proc does not say: run
+
+
+def test_a_load_must_fit_the_file_system_and_on_a_tmpfs_the_dram() -> None:
+    gib = 1 << 30
+    need = int(settings.DB_BYTES_PER_SF * 3) + settings.LOAD_MARGIN  # SF 3: ~5.7 GiB
+    assert settings.load_shortfall(3, need, need, tmpfs=True) is None
+    why = settings.load_shortfall(3, need - 1, 100 * gib, tmpfs=False)
+    assert why == "loading TPC-H SF 3 needs about 5.7 GiB, its file system has 5.7 GiB free"
+    why = settings.load_shortfall(3, 15 * gib, 4 * gib, tmpfs=True)
+    assert why is not None and "on a tmpfs, i.e. of DRAM, only 4.0 GiB available" in why
+    # on a disk the page cache gives way: DRAM does not matter
+    assert settings.load_shortfall(3, 15 * gib, 4 * gib, tmpfs=False) is None
+    assert settings.load_shortfall(3, 15 * gib, None, tmpfs=True) is None

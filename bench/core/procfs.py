@@ -416,6 +416,16 @@ def mem_total_bytes(root: Path = PROC, default: int = 4 << 30) -> int:
         return default
 
 
+def mem_available_bytes(root: Path = PROC) -> int | None:
+    """MemAvailable in bytes: what the kernel estimates can be allocated without swapping
+    (free memory + reclaimable page cache; tmpfs files and shared memory are not in it);
+    None when /proc does not say."""
+    try:
+        return int(meminfo(root)["MemAvailable"].split()[0]) * 1024
+    except (KeyError, ValueError, IndexError):
+        return None
+
+
 def loadavg(root: Path = PROC) -> float | None:
     """The 1-minute load average (other work on the machine disturbs the timings)."""
     try:

@@ -175,7 +175,7 @@ def check_root(
     free = st.f_bavail * st.f_frsize
     ours = user_root_subdir(path)
     if ours.is_dir():
-        free += _du(ours)
+        free += du_bytes(ours)
     if free < need_bytes:
         raise StorageError(
             f"nvm root {path} {hint} has {fmt_bytes(free)} free; {what} needs about "
@@ -184,7 +184,8 @@ def check_root(
     return path
 
 
-def _du(d: Path) -> int:
+def du_bytes(d: Path) -> int:
+    """Bytes the files under ``d`` occupy (allocated blocks; 0 for what cannot be read)."""
     total = 0
     for root, _dirs, files in os.walk(d):
         for n in files:

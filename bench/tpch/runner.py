@@ -86,6 +86,7 @@ from bench.tpch.settings import (
     DEFAULT_PREFIX,
     SETUP_S_PER_SF,
     Common,
+    dram_shortfall,
     estimate_seconds,
     server_settings,
 )
@@ -387,6 +388,7 @@ class Runner:
             self.settings[c.name] = server_settings(c, o.common, whole_db)
             pool = configs.pool_pages_bytes(self.settings[c.name])
             self.pool_covers_db[c.name] = pool >= self.targets[c.storage].db_bytes
+        self.refuse_short_of_dram()
         short = [n for n, ok in self.pool_covers_db.items() if not ok]
         if o.how.prewarm_all and short:
             ui.notice(
@@ -408,6 +410,20 @@ class Runner:
             self.env.setdefault("filesystems", {})[s] = results.cmd(
                 "findmnt", "-n", "-o", "SOURCE,FSTYPE,OPTIONS", "-T", str(t.cluster.datadir)
             )
+
+    def refuse_short_of_dram(self) -> None:
+        """Configurations whose pool would hold the whole database in more DRAM than the
+        machine has available now (every server stopped: MemAvailable) are not run, and
+        reported as not available (settings.dram_shortfall), rather than end in the OOM
+        killer's hands."""
+        avail = procfs.mem_available_bytes()
+        self.env["mem_available_at_setup"] = avail
+        for c in list(self.configs):
+            why = dram_shortfall(c, self.targets[c.storage].db_bytes, avail)
+            if why:
+                ui.notice(f"{c.name}: not run: {why}")
+                self.unavailable[c.name] = why
+                self.configs.remove(c)
 
     def out_dir(self) -> Path:
         if self.opts.out is not None:

@@ -66,6 +66,67 @@ def estimate_seconds(runs: int, sf: float) -> float:
     return runs * (RUN_OVERHEAD_S + QUERY_S_PER_SF * sf)
 
 
+#: DRAM a configuration whose pool holds the whole database needs beside it: the backend's
+#: work_mem (hashes, sorts), the other server processes, temporary files (on the nvm tmpfs:
+#: DRAM as well)
+DRAM_MARGIN = 1 << 30
+
+
+def fills_dram_with_db(cfg: configs.Config) -> bool:
+    """``cfg``'s shared_buffers are sized to the whole database and its engine copies pages
+    into them (base, se1; se2 redirects them to the mapping): prewarmed (mem_limit) or read
+    by the queries, they hold the database in DRAM, on top of the nvm tmpfs's copy."""
+    return cfg.shared_buffers == configs.SB_WHOLE_DB and cfg.engine != "se2"
+
+
+def dram_shortfall(cfg: configs.Config, db_bytes: int, available: int | None) -> str | None:
+    """Why ``cfg`` cannot run on a machine with ``available`` bytes of DRAM available
+    (MemAvailable, every server of the job stopped) for a database of ``db_bytes``, or None:
+    a pool that holds the whole database (:func:`fills_dram_with_db`) needs it and
+    :data:`DRAM_MARGIN` (without swap the kernel's OOM killer would end the server, or
+    another process on the machine, in the middle of the run)."""
+    if available is None or not fills_dram_with_db(cfg):
+        return None
+    need = db_bytes + DRAM_MARGIN
+    if need <= available:
+        return None
+    gib = 1 << 30
+    return (
+        f"its shared_buffers would hold the whole database in DRAM: about {need / gib:.1f} "
+        f"GiB (the {db_bytes / gib:.1f} GiB database + {DRAM_MARGIN / gib:.0f} GiB for the "
+        f"backend, the server's processes and temporary files), only {available / gib:.1f} "
+        "GiB available (MemAvailable, which does not count the nvm tmpfs's data nor other "
+        "servers' shared memory); a smaller --sf, or free memory"
+    )
+
+
+#: Bytes of the loaded database (tables and indexes) per unit of SF: 1,671,083,711 at SF 1
+#: (docs/results/tpch-default-20261125, env.json: db_bytes), for the check before a load.
+DB_BYTES_PER_SF = 1.68e9
+#: What a load writes beside the database: the index builds' sort files, WAL (wal_level
+#: minimal: little), the server's own files.
+LOAD_MARGIN = 1 << 30
+
+
+def load_shortfall(sf: float, free: int, available: int | None, tmpfs: bool) -> str | None:
+    """Why loading TPC-H at scale factor ``sf`` into a data directory whose file system has
+    ``free`` bytes free (what the data directory holds counts as free: a reload replaces
+    it) would fail, or None: the database (:data:`DB_BYTES_PER_SF`) and :data:`LOAD_MARGIN`
+    must fit, on a ``tmpfs`` (the emulated PMem: its files are DRAM) in the DRAM
+    ``available`` too (MemAvailable; no swap here: past it the OOM killer, not ENOSPC)."""
+    need = int(DB_BYTES_PER_SF * sf) + LOAD_MARGIN
+    gib = 1 << 30
+    what = f"loading TPC-H SF {sf:g} needs about {need / gib:.1f} GiB"
+    if need > free:
+        return f"{what}, its file system has {free / gib:.1f} GiB free"
+    if tmpfs and available is not None and need > available:
+        return (
+            f"{what} on a tmpfs, i.e. of DRAM, only {available / gib:.1f} GiB available "
+            "(MemAvailable: other homes' clusters on the tmpfs and running servers take theirs)"
+        )
+    return None
+
+
 @dataclass(frozen=True)
 class Common:
     """Settings every configuration shares (from the command line)."""

@@ -21,16 +21,17 @@ some other way), the cluster is initialised again with the right setting and rel
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import psycopg
 
 from bench.core import cluster as clu
-from bench.core import ui
+from bench.core import procfs, rootkind, storage, ui
 from bench.core.server import Server
 from bench.tpch import schema
 from bench.tpch.data import Manifest, fmt_sf
-from bench.tpch.settings import DEFAULT_PORT, DEFAULT_PREFIX, STORAGE_OFFSET
+from bench.tpch.settings import DEFAULT_PORT, DEFAULT_PREFIX, STORAGE_OFFSET, load_shortfall
 
 NOCSUM_SUFFIX = "-nocsum"  # clusters / result directories without data checksums
 
@@ -126,6 +127,9 @@ class Target:
             if why is None:
                 result = "reused"
             else:
+                short = self.load_shortfall(sf)
+                if short:
+                    raise RuntimeError(f"{self.name} ({self.cluster.datadir}): {short}")
                 ui.step(
                     f"loading TPC-H SF {fmt_sf(sf)} into {self.name} "
                     f"({self.cluster.datadir}): {why}"
@@ -163,6 +167,22 @@ class Target:
         finally:
             srv.stop()
         return result
+
+    def load_shortfall(self, sf: float) -> str | None:
+        """settings.load_shortfall for the cluster's data directory: its file system's
+        free space plus what the directory holds now (a reload replaces it), on a tmpfs
+        MemAvailable plus the same."""
+        d = self.cluster.datadir
+        held = storage.du_bytes(d)
+        st = os.statvfs(d)
+        m = rootkind.findmnt(d)
+        avail = procfs.mem_available_bytes()
+        return load_shortfall(
+            sf,
+            st.f_bavail * st.f_frsize + held,
+            None if avail is None else avail + held,
+            m is not None and m.fstype == "tmpfs",
+        )
 
     def _init(self, force: bool = False) -> clu.Cluster:
         """The target's cluster as saved, or initdb (engine base, the load settings, the
