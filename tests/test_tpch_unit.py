@@ -829,10 +829,10 @@ def test_a_pool_for_the_whole_database_must_fit_the_dram_available() -> None:
 
 def test_a_load_must_fit_the_file_system_and_on_a_tmpfs_the_dram() -> None:
     gib = 1 << 30
-    need = int(settings.DB_BYTES_PER_SF * 3) + settings.LOAD_MARGIN  # SF 3: ~5.7 GiB
+    need = int(settings.DB_BYTES_PER_SF * 3) + settings.LOAD_MARGIN  # SF 3: ~6.7 GiB
     assert settings.load_shortfall(3, need, need, tmpfs=True) is None
     why = settings.load_shortfall(3, need - 1, 100 * gib, tmpfs=False)
-    assert why == "loading TPC-H SF 3 needs about 5.7 GiB, its file system has 5.7 GiB free"
+    assert why == "loading TPC-H SF 3 needs about 6.7 GiB, its file system has 6.7 GiB free"
     why = settings.load_shortfall(3, 15 * gib, 4 * gib, tmpfs=True)
     assert why is not None and "on a tmpfs, i.e. of DRAM, only 4.0 GiB available" in why
     # on a disk the page cache gives way: DRAM does not matter

@@ -103,9 +103,10 @@ def dram_shortfall(cfg: configs.Config, db_bytes: int, available: int | None) ->
 #: Bytes of the loaded database (tables and indexes) per unit of SF: 1,671,083,711 at SF 1
 #: (docs/results/tpch-default-20261125, env.json: db_bytes), for the check before a load.
 DB_BYTES_PER_SF = 1.68e9
-#: What a load writes beside the database: the index builds' sort files, WAL (wal_level
-#: minimal: little), the server's own files.
-LOAD_MARGIN = 1 << 30
+#: What a load needs beside the database: the index builds' memory (maintenance_work_mem
+#: 1 GB, schema.LOAD_SETTINGS) and sort files, WAL (wal_level minimal: little), the server's
+#: own files.
+LOAD_MARGIN = 2 << 30
 
 
 def load_shortfall(sf: float, free: int, available: int | None, tmpfs: bool) -> str | None:
