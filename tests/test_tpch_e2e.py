@@ -155,6 +155,19 @@ def test_tpch_end_to_end(tmp_path: Path, test_clusters: None) -> None:
     assert cfgs[0] in md and "Q22" in md
     assert json.loads((out / "mismatches.json").read_text()) == []
     assert "TPC-H SF 0.01" in r.stdout  # the console summary table
+    # pgnvm's counters around every query of every configuration whose database has the
+    # extension (this build's: every one); base counts nothing, se1 copies from its mappings
+    assert "(schema pgnvm)" in env["pgnvm_extension"]["nvm"], env["pgnvm_extension"]
+    for rec in runs:
+        assert set(rec["pgnvm_stats"]) >= set(runner.NVM_KEYS), rec
+        if configs.BY_NAME[rec["config"]].engine == "base":
+            assert rec["pgnvm_stats"]["mapped_reads"] == rec["pgnvm_stats"]["redirects"] == 0
+    if "nvm_se1" in cfgs:
+        assert sum(r["pgnvm_stats"]["mapped_reads"] for r in runs if r["config"] == "nvm_se1")
+    assert "nvm_redirects" in csv_lines[0].split(",") and "## pgnvm counters" in md
+    assert json.loads((out / "plan.json").read_text())["pgnvm_counters_scope"].startswith(
+        "whole server"
+    )
 
     # a second run reuses the loaded database and catches a wrong answer
     out2 = tmp_path / "wrong"
