@@ -6,7 +6,7 @@ import pytest
 
 from bench.core import counters
 from bench.testsuite import nvmstats, plans
-from bench.testsuite.checks import cow, redirect
+from bench.testsuite.checks import cow, redirect, redirect_btree
 from bench.testsuite.checks.prefetch_check import summary
 from bench.testsuite.model import CheckFailed
 
@@ -105,3 +105,9 @@ def test_redirect_ro_mappings_counts_mappings_not_areas() -> None:
     )
     assert redirect.ro_mappings(maps, "base/5/16400") == 2
     assert redirect.ro_mappings(maps, "base/5/16401") == 0
+
+
+def test_btree_key_data_is_pageinspects_int4_key() -> None:
+    # bt_page_items()'s data of an int4 key: 4 little-endian bytes, padded to 8
+    assert redirect_btree._key_data(43) == "2b 00 00 00 00 00 00 00"
+    assert redirect_btree._key_data(256) == "00 01 00 00 00 00 00 00"
