@@ -143,10 +143,10 @@ def _btree(env: EngineEnv) -> str:
         notes.append(_scan_redirects(env, c, se2))
         notes.append(_killed_items(c, se2, path))
         notes.append(_insert_split(c, se2, path))
-        notes.append(_vacuum_deleted_pages(c, se2))
+        notes.append(_vacuum_deleted_pages(env, c, se2))
         c.execute(f"DROP TABLE {TABLE}")
         notes.append(_unique_check(env, c, se2))
-        notes.append(_first_root(c, se2))
+        notes.append(_first_root(env, c, se2))
     return "btree: " + "; ".join(notes)
 
 
@@ -327,22 +327,27 @@ def _insert_split(c: psycopg.Connection[Any], se2: bool, path: Path) -> str:
     return what + ", file unchanged until the CHECKPOINT; bt_index_parent_check clean"
 
 
-def _metapage_in_place(c: psycopg.Connection[Any], se2: bool, table: str, index: str) -> None:
-    """Checkpoint, evict ``index`` and read its metapage by planning an index scan of
-    ``table`` and running it (``_bt_getroot(BT_READ)``); in se2 the metapage's buffer must
-    then be redirected."""
+def _metapage_in_place(
+    env: EngineEnv, c: psycopg.Connection[Any], se2: bool, table: str, index: str
+) -> None:
+    """Checkpoint, evict ``index`` and read its metapage from a new session (whose
+    relcache has no copy of it, ``rd_amcache``), by planning an index scan of ``table``
+    (``_bt_getrootheight()``) and running it (``_bt_getroot(BT_READ)``); in se2 the
+    metapage's buffer must then be redirected."""
     c.execute("CHECKPOINT")
     c.execute(f"SELECT pg_buffercache_evict_relation('{index}')")
-    c.execute(f"SELECT count(*) FROM {table} WHERE id = 1")
+    with env.server.connect() as fresh:
+        _set(fresh, SCAN)
+        fresh.execute(f"SELECT count(*) FROM {table} WHERE id = 1")
     meta = [b for b in nvmstats.relation_buffers(c, index) if b.block == 0]
     if se2 and not (meta and meta[0].redirected):
         raise CheckFailed(f"btree: the metapage of {index} was not read in place: {meta}")
 
 
-def _vacuum_deleted_pages(c: psycopg.Connection[Any], se2: bool) -> str:
+def _vacuum_deleted_pages(env: EngineEnv, c: psycopg.Connection[Any], se2: bool) -> str:
     """Step 4: _bt_set_cleanup_info()'s lock upgrade on a metapage read in place."""
     c.execute(f"DELETE FROM {TABLE} WHERE id <= %s", (STEP * BT_ROWS // 4,))
-    _metapage_in_place(c, se2, TABLE, INDEX)
+    _metapage_in_place(env, c, se2, TABLE, INDEX)
     c.execute(f"VACUUM (INDEX_CLEANUP ON) {TABLE}")
     deleted = _one(c, f"SELECT last_cleanup_num_delpages FROM bt_metap('{INDEX}')")
     meta = [b for b in nvmstats.relation_buffers(c, INDEX) if b.block == 0]
@@ -356,12 +361,12 @@ def _vacuum_deleted_pages(c: psycopg.Connection[Any], se2: bool) -> str:
     return what + ", amcheck clean"
 
 
-def _first_root(c: psycopg.Connection[Any], se2: bool) -> str:
+def _first_root(env: EngineEnv, c: psycopg.Connection[Any], se2: bool) -> str:
     """Step 6: _bt_getroot()'s lock upgrade on a metapage read in place."""
     table, index = "redir_be", "redir_be_pkey"
     c.execute(f"DROP TABLE IF EXISTS {table}")
     c.execute(f"CREATE TABLE {table} (id int PRIMARY KEY) WITH (autovacuum_enabled = off)")
-    _metapage_in_place(c, se2, table, index)
+    _metapage_in_place(env, c, se2, table, index)
     before = counters.read_counters(c, own=True)
     c.execute(f"INSERT INTO {table} VALUES (1)")
     d = counters.delta(before, counters.read_counters(c, own=True))
