@@ -219,6 +219,18 @@ def _killed_items(c: psycopg.Connection[Any], se2: bool, path: Path) -> str:
     )
     low_sql = f"SELECT count(*), sum(id) FROM {TABLE} WHERE id <= {half}"
     high_sql = f"SELECT count(*), sum(k) FROM {TABLE} WHERE id > {half}"
+    # bitmap index scans, which kill nothing, read the index's pages first: in se2
+    # in place, so that the killing scans below find them redirected
+    c.execute("SET enable_indexscan = off")
+    c.execute("SET enable_indexonlyscan = off")
+    c.execute("SET enable_seqscan = off")
+    plan_node(_one(c, f"EXPLAIN (FORMAT JSON) {low_sql}"), "Bitmap Index Scan")
+    _one(c, low_sql)
+    _one(c, high_sql)
+    c.execute("RESET enable_indexscan")
+    c.execute("RESET enable_indexonlyscan")
+    c.execute("RESET enable_seqscan")
+    in_place = {b.block for b in nvmstats.relation_buffers(c, INDEX) if b.redirected}
     before = counters.read_counters(c, own=True)
     # an index-only scan keeps its pin on the page (so->dropPin false) ...
     plan_node(_one(c, f"EXPLAIN (FORMAT JSON) {low_sql}"), "Index Only Scan")
@@ -251,6 +263,13 @@ def _killed_items(c: psycopg.Connection[Any], se2: bool, path: Path) -> str:
     if not unchanged:
         raise CheckFailed(f"btree: the index's file changed before any write-back: {what}")
     if se2:
+        missed = [b for b in killed if b not in in_place]
+        if missed:
+            raise CheckFailed(
+                f"btree: se2: pages with killed items must have been read in place "
+                f"before the killing scans (so that _bt_killitems() had to copy them), "
+                f"yet blocks {missed[:10]} were not ({len(in_place)} read in place): {what}"
+            )
         bad = [b for b in killed if b not in bufs or bufs[b].redirected or not bufs[b].dirty]
         if bad:
             raise CheckFailed(
@@ -433,10 +452,10 @@ def _unique_check(env: EngineEnv, c: psycopg.Connection[Any], se2: bool) -> str:
     if n != 1:
         raise CheckFailed(f"btree: {n} rows with v = {UNIQUE_KEY} after the INSERT: {what}")
     if se2:
-        if dead_right != 0 or d["hints_skipped"] <= 0:
+        if dead_right != 0 or d["hints_skipped"] <= 0 or dead_first == 0:
             raise CheckFailed(
                 f"btree: se2 must skip the hints on pages read in place (none killed, "
-                f"hints_skipped > 0): {what}"
+                f"hints_skipped > 0) and set them on the target page it copied: {what}"
             )
     elif dead_right == 0:
         raise CheckFailed(
