@@ -223,13 +223,13 @@ def _killed_items(c: psycopg.Connection[Any], se2: bool, path: Path) -> str:
     # in place, so that the killing scans below find them redirected
     c.execute("SET enable_indexscan = off")
     c.execute("SET enable_indexonlyscan = off")
-    c.execute("SET enable_seqscan = off")
+    c.execute("SET enable_bitmapscan = on")
     plan_node(_one(c, f"EXPLAIN (FORMAT JSON) {low_sql}"), "Bitmap Index Scan")
     _one(c, low_sql)
     _one(c, high_sql)
     c.execute("RESET enable_indexscan")
     c.execute("RESET enable_indexonlyscan")
-    c.execute("RESET enable_seqscan")
+    c.execute("RESET enable_bitmapscan")
     in_place = {b.block for b in nvmstats.relation_buffers(c, INDEX) if b.redirected}
     before = counters.read_counters(c, own=True)
     # an index-only scan keeps its pin on the page (so->dropPin false) ...
