@@ -827,12 +827,26 @@ def test_a_pool_for_the_whole_database_must_fit_the_dram_available() -> None:
     assert settings.dram_shortfall(mem_limit, db, None) is None  # /proc does not say: run
 
 
+def test_a_small_load_fits_a_small_file_system() -> None:
+    """SF 0.01 (17 MB of database) on the 2 GiB tmpfs of test_storage_root_e2e: a fixed
+    2 GiB margin refused it (CI of 2026-11-26); the margin grows with the data."""
+    gib = 1 << 30
+    assert settings.load_bytes(0.01) < gib // 2
+    assert settings.load_shortfall(0.01, 2 * gib - (64 << 20), 20 * gib, tmpfs=True) is None
+    # the margin never exceeds LOAD_MARGIN + LOAD_FLOOR, and covers the data up to it
+    assert (
+        settings.load_bytes(3)
+        == int(settings.DB_BYTES_PER_SF * 3) + settings.LOAD_MARGIN + settings.LOAD_FLOOR
+    )
+    assert settings.load_bytes(1) >= 2 * int(settings.DB_BYTES_PER_SF)
+
+
 def test_a_load_must_fit_the_file_system_and_on_a_tmpfs_the_dram() -> None:
     gib = 1 << 30
-    need = int(settings.DB_BYTES_PER_SF * 3) + settings.LOAD_MARGIN  # SF 3: ~6.7 GiB
+    need = settings.load_bytes(3)  # SF 3: ~6.9 GiB
     assert settings.load_shortfall(3, need, need, tmpfs=True) is None
     why = settings.load_shortfall(3, need - 1, 100 * gib, tmpfs=False)
-    assert why == "loading TPC-H SF 3 needs about 6.7 GiB, its file system has 6.7 GiB free"
+    assert why == "loading TPC-H SF 3 needs about 6.9 GiB, its file system has 6.9 GiB free"
     why = settings.load_shortfall(3, 15 * gib, 4 * gib, tmpfs=True)
     assert why is not None and "on a tmpfs, i.e. of DRAM, only 4.0 GiB available" in why
     # on a disk the page cache gives way: DRAM does not matter

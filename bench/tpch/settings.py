@@ -103,19 +103,29 @@ def dram_shortfall(cfg: configs.Config, db_bytes: int, available: int | None) ->
 #: Bytes of the loaded database (tables and indexes) per unit of SF: 1,671,083,711 at SF 1
 #: (docs/results/tpch-default-20261125, env.json: db_bytes), for the check before a load.
 DB_BYTES_PER_SF = 1.68e9
-#: What a load needs beside the database: the index builds' memory (maintenance_work_mem
-#: 1 GB, schema.LOAD_SETTINGS) and sort files, WAL (wal_level minimal: little), the server's
-#: own files.
+#: What a load needs beside the database at most: the index builds' memory
+#: (maintenance_work_mem 1 GB, schema.LOAD_SETTINGS) and sort files, WAL (wal_level
+#: minimal: little). Both grow with the data sorted, so a load needs the smaller of this and
+#: the database's size, plus LOAD_FLOOR (the server's own files, the catalogs).
 LOAD_MARGIN = 2 << 30
+LOAD_FLOOR = 256 << 20
+
+
+def load_bytes(sf: float) -> int:
+    """Bytes a load at scale factor ``sf`` needs on its file system: the database, what
+    sorting it takes (up to :data:`LOAD_MARGIN`) and :data:`LOAD_FLOOR` (SF 0.01: ~0.3 GiB,
+    SF 1: ~3.6 GiB, SF 3: ~6.9 GiB)."""
+    db = int(DB_BYTES_PER_SF * sf)
+    return db + min(db, LOAD_MARGIN) + LOAD_FLOOR
 
 
 def load_shortfall(sf: float, free: int, available: int | None, tmpfs: bool) -> str | None:
     """Why loading TPC-H at scale factor ``sf`` into a data directory whose file system has
     ``free`` bytes free (what the data directory holds counts as free: a reload replaces
-    it) would fail, or None: the database (:data:`DB_BYTES_PER_SF`) and :data:`LOAD_MARGIN`
-    must fit, on a ``tmpfs`` (the emulated PMem: its files are DRAM) in the DRAM
-    ``available`` too (MemAvailable; no swap here: past it the OOM killer, not ENOSPC)."""
-    need = int(DB_BYTES_PER_SF * sf) + LOAD_MARGIN
+    it) would fail, or None: :func:`load_bytes` must fit, on a ``tmpfs`` (the emulated
+    PMem: its files are DRAM) in the DRAM ``available`` too (MemAvailable; no swap here:
+    past it the OOM killer, not ENOSPC)."""
+    need = load_bytes(sf)
     gib = 1 << 30
     what = f"loading TPC-H SF {sf:g} needs about {need / gib:.1f} GiB"
     if need > free:
