@@ -27,7 +27,7 @@ import pytest
 
 from bench.core import cluster, configs, paths, perf
 from bench.core.server import Server
-from bench.oltp import settings, targets
+from bench.oltp import settings, targets, window
 
 PORT = 5540
 PREFIX = "oltptest"
@@ -74,6 +74,8 @@ def _oltp(
         "2",
         "--warmup",
         "1",
+        "--warmup-max",
+        "6",
         "--memory-ratios",
         ratios,
         "--configs",
@@ -170,6 +172,17 @@ def test_oltp_end_to_end(tmp_path: Path, test_clusters: None) -> None:
         }
         assert x["pgbench_exit"] == 0 and x["failed"] == 0, x["key"]
         assert x["tps"] > 0 and x["transactions"] > 0, x["key"]
+        # the warm-up: 1 s, then 5 s slices until one settles, at most 6 s in all
+        warm = x["warmup"]
+        secs = [s["seconds"] for s in warm["slices"]]
+        assert secs[0] == 1 and sum(secs) == warm["seconds"] <= 6, (x["key"], warm)
+        assert warm["settled"] == (warm["last_fpi_per_txn"] <= 0.05), (x["key"], warm)
+        assert all(s["fpi_per_txn"] > 0.05 for s in warm["slices"][:-1]), (x["key"], warm)
+        win = x["window"]
+        assert win["transactions"] == x["transactions"] and win["wal_records"] > 0, x["key"]
+        assert win["wal_bytes_per_txn"] > 0 and win["wal_fpi"] >= 0, x["key"]
+        assert set(win["checkpoints"]) == {"started", "done"}, x["key"]
+        assert x["window_flags"] == window.flags(win, warm), x["key"]
         assert x["latency"]["n"] > 0 and x["latency"]["p99_ms"] >= x["latency"]["p50_ms"]
         assert (out / "per_second" / f"{x['key']}-rep{x['rep']}.csv").is_file(), x["key"]
         if configs.BY_NAME[x["config"]].writes_wal_pmem:  # the environment reached the server
@@ -192,6 +205,7 @@ def test_oltp_end_to_end(tmp_path: Path, test_clusters: None) -> None:
     assert md.startswith(f"# OLTP: YCSB / TPC-B through pgbench, {RECORDS:,} records")
     assert "**Emulated persistent memory, not PMem.**" in md
     assert "## Anti-caching" in md
+    assert "FPI/txn" in md and "warm-up s" in md
     assert all(n in md for n in names)
     if "nvm_base_walpmem_cl" in names:
         assert "`nvm_base_walpmem_cl` cache-line (forced)" in md

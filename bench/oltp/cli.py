@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from bench.core import selection, storage
-from bench.oltp import plan, settings, workloads
+from bench.oltp import plan, settings, window, workloads
 
 DESCRIPTION = """\
 Run YCSB core workloads (A 50/50 read/update, B 95/5, C read only, F read-modify-write on
@@ -88,6 +88,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="seconds of the same workload before each measured run (default: %(default)s)",
     )
     p.add_argument(
+        "--warmup-max",
+        type=float,
+        default=window.DEFAULT_WARMUP_MAX,
+        metavar="SEC",
+        help="the warm-up goes on past --warmup, in slices of "
+        f"{window.SLICE_S:g} s, until a slice writes at most --fpi-settled full-page images "
+        "per transaction, for at most this many seconds in all (default: %(default)s)",
+    )
+    p.add_argument(
+        "--fpi-settled",
+        type=float,
+        default=window.DEFAULT_FPI_SETTLED,
+        metavar="N",
+        help="full-page images per transaction of a warm-up slice that end the warm-up "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
         "--repeat",
         type=int,
         default=settings.DEFAULT_REPEAT,
@@ -164,6 +181,8 @@ def options(args: argparse.Namespace) -> plan.Options:
         distribution=args.distribution,
         duration=args.duration,
         warmup=args.warmup,
+        warmup_max=args.warmup_max,
+        fpi_settled=args.fpi_settled,
         repeat=args.repeat,
         memory_ratios=ratios,
         selection=chosen,

@@ -16,7 +16,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from bench.core import configs, results, selection
-from bench.oltp import settings, workloads
+from bench.oltp import settings, window, workloads
 
 MIN_SHARED_BUFFERS_MB = 2
 MIN_RECORDS = 1000
@@ -58,6 +58,10 @@ class Options:
     distribution: str = settings.DEFAULT_DISTRIBUTION
     duration: float = settings.DEFAULT_DURATION
     warmup: float = settings.DEFAULT_WARMUP
+    #: the warm-up goes on past ``warmup`` until a slice writes at most this many FPIs per
+    #: transaction, for at most ``warmup_max`` seconds (bench.oltp.window)
+    warmup_max: float = window.DEFAULT_WARMUP_MAX
+    fpi_settled: float = window.DEFAULT_FPI_SETTLED
     repeat: int = settings.DEFAULT_REPEAT
     memory_ratios: list[str] = field(default_factory=lambda: list(settings.DEFAULT_MEMORY_RATIOS))
     #: the configurations (bench.core.selection, built by the command line); None: the defaults
@@ -164,6 +168,10 @@ def check(o: Options) -> None:
         raise PlanError("--duration: at least 1 second")
     if o.warmup < 0:
         raise PlanError("--warmup: not negative")
+    if o.warmup_max < o.warmup:
+        raise PlanError("--warmup-max: at least --warmup")
+    if o.fpi_settled < 0:
+        raise PlanError("--fpi-settled: not negative")
     if o.repeat < 1:
         raise PlanError("--repeat: at least 1")
     if not o.clients or min(o.clients) < 1 or max(o.clients) > 90:

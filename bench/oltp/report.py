@@ -14,7 +14,7 @@ from typing import Any
 
 from bench.core import blocks, results, rootkind
 from bench.core.blocks import Block, fmt, ratio
-from bench.oltp import settings, workloads
+from bench.oltp import settings, window, workloads
 from bench.oltp.cells import CPU_GROUPS, Cell, cells, main_cell
 
 EMULATION_CAVEAT = (
@@ -96,7 +96,7 @@ def document(
             + ", ".join(f"`{k}={v}`" for k, v in plan["durable_settings"].items())
             + " (the server's `SHOW` checked at each start; a point where it differed is "
             "marked NOT DURABLE). Each point: restart (cold buffer pool; disk: OS page cache "
-            f"dropped), CHECKPOINT, {plan['warmup_s']:.0f} s warm-up, {plan['duration_s']:.0f} s "
+            f"dropped), CHECKPOINT, {_warmup_text(plan)}, {plan['duration_s']:.0f} s "
             f"measured, {plan['repeat']} repetition(s); shared_buffers {plan['shared_buffers']}, "
             f"data (usertable + key index) {_gb(env)}; pgbench -M prepared, "
             f"--random-seed {plan['random_seed']}.",
@@ -221,6 +221,7 @@ def document(
                 rows,
             )
         )
+        b += window_blocks(records, w)
     # memory ratio
     mem = [c for c in cs.values() if c.ratio]
     if mem:
@@ -287,6 +288,81 @@ def document(
         )
     )
     return b
+
+
+def _warmup_text(plan: dict[str, Any]) -> str:
+    """The warm-up rule of ``plan`` (runs from before the rule: a fixed warm-up)."""
+    if "warmup_max_s" not in plan:
+        return f"{plan['warmup_s']:.0f} s warm-up"
+    return (
+        f"warm-up of at least {plan['warmup_s']:g} s, then until a {window.SLICE_S:g} s slice "
+        f"writes ≤ {plan['fpi_settled']:g} full-page images per transaction (at most "
+        f"{plan['warmup_max_s']:g} s)"
+    )
+
+
+def window_rows(records: list[dict[str, Any]], workload: str) -> list[list[Any]]:
+    """One row per repetition of ``workload``'s main-matrix points: tps and what its
+    measured window wrote to WAL (bytes, records and FPIs per transaction), the
+    checkpoints within it, the warm-up it took and why it is not comparable, if it is not
+    (:func:`bench.oltp.window.flags`). Runs from before windows were recorded are
+    summarised from their pg_stat deltas."""
+    rows = []
+    for r in records:
+        if r.get("workload") != workload or r.get("ratio") or r.get("status") != "ok":
+            continue
+        win = r.get("window") or window.summary(r.get("stats") or {}, r.get("transactions", 0))
+        warm = r.get("warmup")
+        flags = r.get("window_flags", window.flags(win, warm))
+        ck = win["checkpoints"]
+        rows.append(
+            [
+                r["config"],
+                r["clients"],
+                r["rep"],
+                fmt(r.get("tps"), 0),
+                fmt(win["wal_bytes_per_txn"], 0),
+                fmt(win["wal_records_per_txn"], 2),
+                fmt(win["wal_fpi_per_txn"], 3),
+                f"{ck['started']}/{ck['done']}",
+                "-" if warm is None else f"{warm.get('seconds', 0):g}",
+                "; ".join(flags) or "ok",
+            ]
+        )
+    rows.sort(key=lambda x: (x[1], x[0], x[2]))
+    return rows
+
+
+def window_blocks(records: list[dict[str, Any]], workload: str) -> list[Block]:
+    """The per-repetition account of the measured windows (:func:`window_rows`)."""
+    rows = window_rows(records, workload)
+    if not rows:
+        return []
+    return [
+        (
+            "p",
+            "The measured window of each repetition (docs/oltp.md, \"The measured window\"): "
+            "pg_stat_wal's bytes, records and full-page images per transaction, checkpoints "
+            "started/done within it, seconds of warm-up before it; a window with a checkpoint "
+            "or after a warm-up that did not settle is flagged.",
+        ),
+        (
+            "table",
+            [
+                "configuration",
+                "clients",
+                "rep",
+                "tps",
+                "WAL B/txn",
+                "records/txn",
+                "FPI/txn",
+                "checkpoints",
+                "warm-up s",
+                "window",
+            ],
+            rows,
+        ),
+    ]
 
 
 def _hybrid_text(plan: dict[str, Any]) -> str | None:

@@ -11,9 +11,12 @@ experiment also shared_buffers = ratio × data):
    (``shmem_bytes``, from ``pg_shmem_allocations``: the DRAM of the pool and the rest).
 2. Data on disk: ``sync``, then ``posix_fadvise(DONTNEED)`` on every file of the cluster
    (the OS page cache is cold too; not ``drop_caches``: see results.drop_os_caches). Then
-   ``CHECKPOINT``: every point starts right after a checkpoint, so each one
-   pays the same full-page writes.
-3. Warm-up: the same pgbench workload for ``--warmup`` seconds, nothing recorded.
+   ``CHECKPOINT``: every point starts right after a checkpoint.
+3. Warm-up (:meth:`Runner.warm_up`, docs/oltp.md "The measured window"): the same pgbench
+   workload for ``--warmup`` seconds, then in slices of :data:`window.SLICE_S` seconds until
+   a slice writes at most ``--fpi-settled`` full-page images per transaction (the
+   first-touch FPIs after the checkpoint are written), for at most ``--warmup-max`` seconds;
+   each slice's FPIs and checkpoints are recorded (``warmup``).
 4. Snapshots: ``pg_current_wal_lsn()``, ``pg_stat_wal``, ``pg_stat_checkpointer``,
    ``pg_stat_bgwriter``, ``pg_stat_database`` (this database), /proc of every server
    process, this process's reaped-children CPU (pgbench's).
@@ -24,6 +27,8 @@ experiment also shared_buffers = ratio × data):
 6. Snapshots again (after ``pg_stat_force_next_flush()`` and a second for the other
    processes to flush) and the database's size (``db_bytes_end``: whether the pool's pages,
    in se2's hybrid pool its descriptors, still covered it, ``pool_covers_db``); the log is
+   summarised (``window``: WAL records, FPIs, bytes per transaction, checkpoints within it;
+   ``window_flags``: a checkpoint in it, a warm-up that did not settle); the log is
    parsed (latency percentiles per operation, per-second throughput), written as
    ``per_second/<point>.csv`` and kept gzipped in ``txlog/``.
 
@@ -46,6 +51,7 @@ import subprocess
 import threading
 import time
 from decimal import Decimal
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,10 +62,12 @@ from bench.core import configs, counters, paths, procfs, results, servercpu, ui
 from bench.core.build import ensure_built
 from bench.core.configs import Config
 from bench.core.server import stop_quietly
-from bench.oltp import pgbench, plan, profile, report, settings, targets, workloads
+from bench.oltp import pgbench, plan, profile, report, settings, targets, window, workloads
 
 RESULTS_DIR = paths.REPO_ROOT / "results"
 SAMPLE_INTERVAL = 0.5
+#: seconds after a warm-up slice for its backends' exit to flush their WAL statistics
+WARMUP_FLUSH_S = 0.5
 
 _STAT_VIEWS = {
     "wal": "select * from pg_stat_wal",
@@ -255,6 +263,8 @@ class Runner:
             "distribution_detail": workloads.DISTRIBUTIONS[o.distribution],
             "duration_s": o.duration,
             "warmup_s": o.warmup,
+            "warmup_max_s": o.warmup_max,
+            "fpi_settled": o.fpi_settled,
             "repeat": o.repeat,
             "shared_buffers": o.shared_buffers,
             "memory_ratios": {r: self.mem_sb.get(r) for r in o.memory_ratios},
@@ -350,11 +360,11 @@ class Runner:
                 cmd, env=cluster.env(), capture_output=True, text=True, check=False
             )
 
-        if o.warmup > 0:
-            r = bench(o.warmup, None)
-            if r.returncode != 0:
-                rec["error"] = f"warm-up: pgbench exit {r.returncode}: {r.stderr.strip()[-500:]}"
-                return rec
+        warm = self.warm_up(srv, bench)
+        rec["warmup"] = warm
+        if "error" in warm:
+            rec["error"] = warm["error"]
+            return rec
         logdir = self.out / "txlog"
         logdir.mkdir(parents=True, exist_ok=True)
         prefix = logdir / f"{p.key}-rep{p.rep}"
@@ -407,9 +417,47 @@ class Runner:
         rec["tps"] = rec["summary"].get("tps")
         if rec["transactions"] and rec["stats"].get("wal_bytes") is not None:
             rec["wal_bytes_per_txn"] = round(rec["stats"]["wal_bytes"] / rec["transactions"], 1)
+        rec["window"] = window.summary(rec["stats"], rec["transactions"])
+        rec["window_flags"] = window.flags(rec["window"], warm)
         if r.returncode == 0 and rec["transactions"]:
             rec["status"] = "ok"
         return rec
+
+    def warm_up(
+        self, srv: Any, bench: Callable[[float, Path | None], subprocess.CompletedProcess[str]]
+    ) -> dict[str, Any]:
+        """The point's warm-up (docs/oltp.md, "The measured window"): slices of the same
+        workload as :func:`window.next_slice` decides, each measured by pg_stat_wal (FPIs per
+        transaction), until one writes at most ``--fpi-settled`` FPIs per transaction or
+        ``--warmup-max`` seconds are spent. The account of it, with "error" if pgbench
+        failed."""
+        o = self.o
+        out: dict[str, Any] = {"threshold": o.fpi_settled, "seconds": 0.0, "slices": []}
+        spent, last = 0.0, None
+        with srv.connect() as conn:
+            while (sec := window.next_slice(spent, last, o.warmup, o.warmup_max, o.fpi_settled)):
+                s0 = stats_snapshot(conn)
+                r = bench(sec, None)
+                if r.returncode != 0:
+                    out["error"] = f"warm-up: pgbench exit {r.returncode}: {r.stderr.strip()[-500:]}"
+                    return out
+                time.sleep(WARMUP_FLUSH_S)
+                d = stats_delta(conn, s0, stats_snapshot(conn))
+                txns = pgbench.parse_summary(r.stdout).get("transactions", 0.0)
+                last = window.fpi_per_txn(d["wal"], txns)
+                spent += sec
+                out["slices"].append(
+                    {
+                        "seconds": sec,
+                        "transactions": int(txns),
+                        "fpi_per_txn": None if last is None else round(last, 4),
+                        "checkpoints": window.checkpoints(d["checkpointer"]),
+                    }
+                )
+        out["seconds"] = spent
+        out["last_fpi_per_txn"] = None if last is None else round(last, 4)
+        out["settled"] = window.settled(last, o.fpi_settled)
+        return out
 
     # ---- main loop
 

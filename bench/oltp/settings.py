@@ -72,12 +72,23 @@ DURABLE: dict[str, str] = {
 }
 
 
+#: Checkpoints of every configuration: far enough apart that a point's warm-up and measured
+#: window (docs/oltp.md, "The measured window") hold none. PostgreSQL's max_wal_size of 1GB
+#: starts one every ~540 MB of WAL (max_wal_size / (1 + checkpoint_completion_target)): 1-3
+#: per 30 s TPC-B window at 8 clients in docs/results/oltp-wal-20261126, each starting the
+#: full-page writes over. With 4GB, ~2.1 GB of WAL: ~3.5 min of TPC-B at 10k tps and 1 KB
+#: per transaction; checkpoint_timeout likewise past a point's ~3 min. WAL on tmpfs may
+#: grow to that between checkpoints. A window that holds a checkpoint anyway is flagged.
+CHECKPOINTS: dict[str, str] = {"max_wal_size": "4GB", "checkpoint_timeout": "30min"}
+
+
 def common_settings(shared_buffers: str) -> dict[str, str]:
     """Server settings of every configuration (PostgreSQL 18's defaults for everything
-    that makes OLTP durable and checkpoints: wal_level replica, max_wal_size 1GB,
-    checkpoint_timeout 5min, autovacuum on)."""
+    that makes OLTP durable: wal_level replica, autovacuum on; checkpoints apart,
+    :data:`CHECKPOINTS`)."""
     return {
         "shared_buffers": shared_buffers,
+        **CHECKPOINTS,
         "max_connections": "100",
         "jit": "off",
         "track_io_timing": "on",
