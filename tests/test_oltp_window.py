@@ -121,7 +121,14 @@ def test_report_window_table() -> None:
     other = {**_rec("nvm_se2", 1, 1, 0.0, 0), "workload": "a"}
     rows = report.window_rows([new, old, other], "tpcb")
     assert [r[:3] for r in rows] == [["nvm_se2", 1, 2], ["nvm_se2", 8, 1]]
-    assert rows[0][4:] == ["900", "6.00", "1.067", "2/2", "-", "checkpoint in the window (2 started, 2 done)"]
+    assert rows[0][4:] == [
+        "900",
+        "6.00",
+        "1.067",
+        "2/2",
+        "-",
+        "checkpoint in the window (2 started, 2 done)",
+    ]
     assert rows[1][4:] == ["900", "6.00", "0.020", "0/0", "25", "ok"]
     md = blocks.to_markdown(report.window_blocks([new, old], "tpcb"))
     assert "FPI/txn" in md and "checkpoint in the window" in md

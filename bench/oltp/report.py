@@ -341,7 +341,7 @@ def window_blocks(records: list[dict[str, Any]], workload: str) -> list[Block]:
     return [
         (
             "p",
-            "The measured window of each repetition (docs/oltp.md, \"The measured window\"): "
+            'The measured window of each repetition (docs/oltp.md, "The measured window"): '
             "pg_stat_wal's bytes, records and full-page images per transaction, checkpoints "
             "started/done within it, seconds of warm-up before it; a window with a checkpoint "
             "or after a warm-up that did not settle is flagged.",

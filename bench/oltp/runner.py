@@ -50,8 +50,8 @@ import resource
 import subprocess
 import threading
 import time
-from decimal import Decimal
 from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -435,11 +435,14 @@ class Runner:
         out: dict[str, Any] = {"threshold": o.fpi_settled, "seconds": 0.0, "slices": []}
         spent, last = 0.0, None
         with srv.connect() as conn:
-            while (sec := window.next_slice(spent, last, o.warmup, o.warmup_max, o.fpi_settled)):
+            nxt = window.next_slice
+            while (sec := nxt(spent, last, o.warmup, o.warmup_max, o.fpi_settled)) is not None:
                 s0 = stats_snapshot(conn)
                 r = bench(sec, None)
                 if r.returncode != 0:
-                    out["error"] = f"warm-up: pgbench exit {r.returncode}: {r.stderr.strip()[-500:]}"
+                    out["error"] = (
+                        f"warm-up: pgbench exit {r.returncode}: {r.stderr.strip()[-500:]}"
+                    )
                     return out
                 time.sleep(WARMUP_FLUSH_S)
                 d = stats_delta(conn, s0, stats_snapshot(conn))
