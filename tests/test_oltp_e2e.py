@@ -178,6 +178,7 @@ def test_oltp_end_to_end(tmp_path: Path, test_clusters: None) -> None:
         assert secs[0] == 1 and sum(secs) == warm["seconds"] <= 6, (x["key"], warm)
         assert warm["settled"] == (warm["last_fpi_per_txn"] <= 0.05), (x["key"], warm)
         assert all(s["fpi_per_txn"] > 0.05 for s in warm["slices"][:-1]), (x["key"], warm)
+        assert all(s["flushed"] for s in warm["slices"]) and x["stats_flushed"], x["key"]
         win = x["window"]
         assert win["transactions"] == x["transactions"] and win["wal_records"] > 0, x["key"]
         assert win["wal_bytes_per_txn"] > 0 and win["wal_fpi"] >= 0, x["key"]

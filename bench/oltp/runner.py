@@ -66,8 +66,6 @@ from bench.oltp import pgbench, plan, profile, report, settings, targets, window
 
 RESULTS_DIR = paths.REPO_ROOT / "results"
 SAMPLE_INTERVAL = 0.5
-#: seconds after a warm-up slice for its backends' exit to flush their WAL statistics
-WARMUP_FLUSH_S = 0.5
 
 _STAT_VIEWS = {
     "wal": "select * from pg_stat_wal",
@@ -95,6 +93,30 @@ def stats_snapshot(conn: psycopg.Connection) -> dict[str, Any]:
     snap: dict[str, Any] = {k: numeric_row(conn, q) for k, q in _STAT_VIEWS.items()}
     snap["lsn"] = str(conn.execute("select pg_current_wal_lsn()").fetchone()[0])  # type: ignore[index]
     return snap
+
+
+#: client backends other than the asking one: pgbench's, while they last
+_OTHER_CLIENTS = (
+    "select count(*) from pg_stat_activity "
+    "where backend_type = 'client backend' and pid <> pg_backend_pid()"
+)
+
+
+def await_flushed(conn: psycopg.Connection, timeout: float = 30.0) -> bool:
+    """Wait until pgbench's backends have exited, so that their statistics (pg_stat_wal's
+    FPIs among them) are in the shared counters: a backend flushes them in a
+    before_shmem_exit callback, before its pg_stat_activity entry goes (on_shmem_exit).
+    Without this, a 5 s warm-up slice read 0.0 FPIs per transaction on a busy machine (its
+    backends had not flushed yet). False if some remained after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while True:
+        conn.execute("select pg_stat_clear_snapshot()")
+        row = conn.execute(_OTHER_CLIENTS).fetchone()
+        if not row or row[0] == 0:
+            return True
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.05)
 
 
 def stats_delta(conn: psycopg.Connection, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
@@ -390,6 +412,7 @@ class Runner:
             if sampler:
                 rec["server_cpu"] = sampler.delta()
             conn.execute("select pg_stat_force_next_flush()")
+            rec["stats_flushed"] = await_flushed(conn)
             time.sleep(1.0)
             rec["stats"] = stats_delta(conn, s0, stats_snapshot(conn))
             rec["db_bytes_end"] = targets.database_size(conn)
@@ -444,7 +467,7 @@ class Runner:
                         f"warm-up: pgbench exit {r.returncode}: {r.stderr.strip()[-500:]}"
                     )
                     return out
-                time.sleep(WARMUP_FLUSH_S)
+                flushed = await_flushed(conn)
                 d = stats_delta(conn, s0, stats_snapshot(conn))
                 txns = pgbench.parse_summary(r.stdout).get("transactions", 0.0)
                 last = window.fpi_per_txn(d["wal"], txns)
@@ -455,6 +478,7 @@ class Runner:
                         "transactions": int(txns),
                         "fpi_per_txn": None if last is None else round(last, 4),
                         "checkpoints": window.checkpoints(d["checkpointer"]),
+                        "flushed": flushed,
                     }
                 )
         out["seconds"] = spent
