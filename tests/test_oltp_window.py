@@ -11,7 +11,7 @@ import pytest
 from bench import cli
 from bench.core import blocks
 from bench.oltp import cli as oltp_cli
-from bench.oltp import plan, report, settings, window
+from bench.oltp import plan, report, runner, settings, window
 
 
 def _opts(*argv: str) -> plan.Options:
@@ -149,3 +149,30 @@ def test_options_of_the_rule() -> None:
 def test_checkpoints_apart_for_every_configuration() -> None:
     s = settings.common_settings("128MB")
     assert s["max_wal_size"] == "4GB" and s["checkpoint_timeout"] == "30min"
+
+
+class _FakeConn:
+    """A connection whose pg_stat_activity shows ``counts[i]`` other clients at the i-th
+    look (the last one ever after)."""
+
+    def __init__(self, counts: list[int]) -> None:
+        self.counts, self.looks, self.cleared = counts, 0, 0
+
+    def execute(self, sql: str) -> _FakeConn:
+        if "pg_stat_clear_snapshot" in sql:
+            self.cleared += 1
+        else:
+            self.looks += 1
+        return self
+
+    def fetchone(self) -> tuple[int]:
+        return (self.counts[min(self.looks, len(self.counts)) - 1],)
+
+
+def test_await_flushed_waits_for_pgbench_backends() -> None:
+    c = _FakeConn([3, 1, 0])
+    assert runner.await_flushed(c, timeout=5) is True  # type: ignore[arg-type]
+    assert c.looks == 3 and c.cleared == 3  # a fresh snapshot at each look
+    stuck = _FakeConn([1])
+    assert runner.await_flushed(stuck, timeout=0.2) is False  # type: ignore[arg-type]
+    assert stuck.looks > 1
