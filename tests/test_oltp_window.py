@@ -4,6 +4,7 @@ windows, and the options of the rule."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from bench import cli
 from bench.core import blocks
 from bench.oltp import cli as oltp_cli
-from bench.oltp import plan, report, runner, settings, window
+from bench.oltp import pgbench, plan, report, runner, settings, window, workloads
 
 
 def _opts(*argv: str) -> plan.Options:
@@ -176,3 +177,32 @@ def test_await_flushed_waits_for_pgbench_backends() -> None:
     stuck = _FakeConn([1])
     assert runner.await_flushed(stuck, timeout=0.2) is False  # type: ignore[arg-type]
     assert stuck.looks > 1
+
+
+def test_warmup_slices_draw_keys_of_their_own() -> None:
+    base = workloads.RANDOM_SEED
+    seeds = [window.slice_seed(base, i) for i in range(30)]
+    assert base not in seeds and len(set(seeds)) == len(seeds)
+    cmd = pgbench.command(
+        Path("pgbench"),
+        [],
+        clients=1,
+        threads=1,
+        seconds=5,
+        records=10,
+        dbname="d",
+        log_prefix=None,
+        seed=seeds[1],
+    )
+    assert f"--random-seed={seeds[1]}" in cmd and f"--random-seed={base}" not in cmd
+    default = pgbench.command(
+        Path("pgbench"),
+        [],
+        clients=1,
+        threads=1,
+        seconds=5,
+        records=10,
+        dbname="d",
+        log_prefix=None,
+    )
+    assert f"--random-seed={base}" in default  # the measured window's

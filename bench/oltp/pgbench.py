@@ -32,8 +32,10 @@ def command(
     records: int,
     dbname: str,
     log_prefix: Path | None,
+    seed: int = workloads.RANDOM_SEED,
 ) -> list[str]:
-    """The pgbench command of one run (``log_prefix``: per-transaction log, else none)."""
+    """The pgbench command of one run (``log_prefix``: per-transaction log, else none;
+    ``seed``: its ``--random-seed``, the same sequence of keys for the same seed)."""
     cmd = [
         str(pgbench),
         "-n",  # no vacuum of pgbench's own tables before the run
@@ -47,7 +49,7 @@ def command(
         str(max(1, math.ceil(seconds))),
         "-D",
         f"records={records}",
-        f"--random-seed={workloads.RANDOM_SEED}",
+        f"--random-seed={seed}",
         *script_args,
     ]
     if log_prefix is not None:

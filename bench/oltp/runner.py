@@ -365,7 +365,9 @@ class Runner:
         scripts = workloads.write_scripts(w, p.distribution, self.out / "scripts")
         cluster = srv.cluster
 
-        def bench(seconds: float, log: Path | None) -> subprocess.CompletedProcess[str]:
+        def bench(
+            seconds: float, log: Path | None, seed: int = workloads.RANDOM_SEED
+        ) -> subprocess.CompletedProcess[str]:
             cmd = pgbench.command(
                 cluster.bin("pgbench"),
                 scripts,
@@ -375,6 +377,7 @@ class Runner:
                 records=o.records,
                 dbname=targets.DBNAME,
                 log_prefix=log,
+                seed=seed,
             )
             if log is not None:
                 rec["command"] = " ".join(cmd)
@@ -447,7 +450,9 @@ class Runner:
         return rec
 
     def warm_up(
-        self, srv: Any, bench: Callable[[float, Path | None], subprocess.CompletedProcess[str]]
+        self,
+        srv: Any,
+        bench: Callable[[float, Path | None, int], subprocess.CompletedProcess[str]],
     ) -> dict[str, Any]:
         """The point's warm-up (docs/oltp.md, "The measured window"): slices of the same
         workload as :func:`window.next_slice` decides, each measured by pg_stat_wal (FPIs per
@@ -461,7 +466,8 @@ class Runner:
             nxt = window.next_slice
             while (sec := nxt(spent, last, o.warmup, o.warmup_max, o.fpi_settled)) is not None:
                 s0 = stats_snapshot(conn)
-                r = bench(sec, None)
+                seed = window.slice_seed(workloads.RANDOM_SEED, len(out["slices"]))
+                r = bench(sec, None, seed)
                 if r.returncode != 0:
                     out["error"] = (
                         f"warm-up: pgbench exit {r.returncode}: {r.stderr.strip()[-500:]}"
@@ -475,6 +481,7 @@ class Runner:
                 out["slices"].append(
                     {
                         "seconds": sec,
+                        "seed": seed,
                         "transactions": int(txns),
                         "fpi_per_txn": None if last is None else round(last, 4),
                         "checkpoints": window.checkpoints(d["checkpointer"]),

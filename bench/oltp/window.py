@@ -33,6 +33,16 @@ DEFAULT_FPI_SETTLED = 0.05
 #: default --warmup-max, seconds
 DEFAULT_WARMUP_MAX = 120.0
 
+
+def slice_seed(base: int, i: int) -> int:
+    """``--random-seed`` of warm-up slice ``i`` (0, 1, ...): a sequence of keys of its own
+    (``base`` + 1 + i), not the measured window's (``base``). With one seed for all,
+    every slice replayed the keys of the first and the window those of the warm-up: a 5 s
+    slice after a 10 s one wrote 0.0 FPIs per transaction (every page it touched was touched
+    already), and the window wrote its first-touch FPIs once past the warm-up's keys."""
+    return base + 1 + i
+
+
 #: pg_stat_checkpointer counters of checkpoints (timed or requested) started, and done
 _STARTED = ("num_timed", "num_requested")
 _DONE = "num_done"
