@@ -105,9 +105,9 @@ _OTHER_CLIENTS = (
 def await_flushed(conn: psycopg.Connection, timeout: float = 30.0) -> bool:
     """Wait until pgbench's backends have exited, so that their statistics (pg_stat_wal's
     FPIs among them) are in the shared counters: a backend flushes them in a
-    before_shmem_exit callback, before its pg_stat_activity entry goes (on_shmem_exit).
-    Without this, a 5 s warm-up slice read 0.0 FPIs per transaction on a busy machine (its
-    backends had not flushed yet). False if some remained after ``timeout`` seconds."""
+    before_shmem_exit callback, before its pg_stat_activity entry goes (on_shmem_exit);
+    a fixed sleep may be too short on a busy machine. False if some remained after
+    ``timeout`` seconds."""
     end = time.monotonic() + timeout
     while True:
         conn.execute("select pg_stat_clear_snapshot()")
