@@ -183,26 +183,21 @@ def test_warmup_slices_draw_keys_of_their_own() -> None:
     base = workloads.RANDOM_SEED
     seeds = [window.slice_seed(base, i) for i in range(30)]
     assert base not in seeds and len(set(seeds)) == len(seeds)
-    cmd = pgbench.command(
-        Path("pgbench"),
-        [],
-        clients=1,
-        threads=1,
-        seconds=5,
-        records=10,
-        dbname="d",
-        log_prefix=None,
-        seed=seeds[1],
-    )
+
+    def command(**seed: int) -> list[str]:
+        return pgbench.command(
+            Path("pgbench"),
+            [],
+            clients=1,
+            threads=1,
+            seconds=5,
+            records=10,
+            dbname="d",
+            log_prefix=None,
+            **seed,
+        )
+
+    cmd = command(seed=seeds[1])
     assert f"--random-seed={seeds[1]}" in cmd and f"--random-seed={base}" not in cmd
-    default = pgbench.command(
-        Path("pgbench"),
-        [],
-        clients=1,
-        threads=1,
-        seconds=5,
-        records=10,
-        dbname="d",
-        log_prefix=None,
-    )
+    default = command()
     assert f"--random-seed={base}" in default  # the measured window's
