@@ -94,7 +94,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="SEC",
         help="the warm-up goes on past --warmup, in slices of "
         f"{window.SLICE_S:g} s, until a slice writes at most --fpi-settled full-page images "
-        "per transaction, for at most this many seconds in all (default: %(default)s)",
+        "per transaction, for at most this many seconds in all (default: %(default)s; "
+        "no warm-up at all takes --warmup 0 --warmup-max 0)",
     )
     p.add_argument(
         "--fpi-settled",
