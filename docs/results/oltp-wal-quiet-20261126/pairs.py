@@ -8,7 +8,8 @@ import json
 import statistics
 import sys
 
-rows = [json.loads(line) for line in open(sys.argv[1])]
+with open(sys.argv[1]) as runs:
+    rows = [json.loads(line) for line in runs]
 points: dict = {}
 for r in rows:
     points.setdefault((r["workload"], r["clients"]), {}).setdefault(r["config"], {})[r["rep"]] = r
