@@ -85,10 +85,18 @@ POOL0 = {
     "demotions": 5,
     "slot_evictions": 2,
     "slot_writes": 0,
+    "cleaner_writes": 20,
+    "cleaner_demotions": 1,
     "slots_in_use_peak": 10,
     "slots": 100,
 }
-POOL1 = {**POOL0, "demotions": 9, "slot_writes": 3, "slots_in_use_peak": 12}
+POOL1 = {
+    **POOL0,
+    "demotions": 9,
+    "slot_writes": 3,
+    "cleaner_writes": 70,
+    "slots_in_use_peak": 12,
+}
 
 
 def test_run_delta_counts_what_grew_in_the_interval() -> None:
@@ -103,6 +111,8 @@ def test_run_delta_counts_what_grew_in_the_interval() -> None:
         "demotions": 4,
         "slot_evictions": 0,
         "slot_writes": 3,
+        "cleaner_writes": 50,
+        "cleaner_demotions": 0,
         "slots_in_use_peak": 12,
         "slots": 100,
     }
@@ -118,3 +128,12 @@ def test_run_delta_without_the_extension_or_the_pool() -> None:
     # pgnvm < 1.6 has no pgnvm_pool(): the counters alone
     d = counters.run_delta((c, None), (_readings(3, redirects=8), None))
     assert d is not None and d["redirects"] == 5 and "demotions" not in d
+
+
+def test_run_delta_of_a_pool_before_pgnvm_1_8() -> None:
+    """pgnvm 1.6/1.7's pgnvm_pool() has no background writer's counters: absent, not 0."""
+    old0 = {k: v for k, v in POOL0.items() if not k.startswith("cleaner_")}
+    old1 = {k: v for k, v in POOL1.items() if not k.startswith("cleaner_")}
+    d = counters.run_delta((_readings(3), old0), (_readings(3), old1))
+    assert d is not None and d["slot_writes"] == 3
+    assert "cleaner_writes" not in d and "cleaner_demotions" not in d

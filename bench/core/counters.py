@@ -101,8 +101,14 @@ def delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
 
 
 #: Columns of ``pgnvm_pool()`` that only grow while the server runs: the slot clock's work
-#: (se2's hybrid pool; 0 without it).
-POOL_COUNTERS: tuple[str, ...] = ("demotions", "slot_evictions", "slot_writes")
+#: and (1.8) the background writer's pass ahead of it (se2's hybrid pool; 0 without it).
+POOL_COUNTERS: tuple[str, ...] = (
+    "demotions",
+    "slot_evictions",
+    "slot_writes",
+    "cleaner_writes",
+    "cleaner_demotions",
+)
 #: ... and those that are a level, taken as they are after a query: the highest number of
 #: slots in use since the server started, and the budget.
 POOL_LEVELS: tuple[str, ...] = ("slots_in_use_peak", "slots")
@@ -119,8 +125,9 @@ def read_pool(conn: psycopg.Connection[Any], schema: str | None = None) -> dict[
 
 def pool_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     """What the slot clock did between two :func:`read_pool` readings
-    (:data:`POOL_COUNTERS` as differences) and :data:`POOL_LEVELS` as they are after."""
-    out = {k: after[k] - before[k] for k in POOL_COUNTERS}
+    (:data:`POOL_COUNTERS` as differences; those an older pgnvm lacks, absent) and
+    :data:`POOL_LEVELS` as they are after."""
+    out = {k: after[k] - before[k] for k in POOL_COUNTERS if k in before and k in after}
     out.update({k: after[k] for k in POOL_LEVELS})
     return out
 

@@ -18,7 +18,10 @@ After the writers (nothing running): every slot is either held or free
 (``slots_in_use + slots_free = slots``: none lost), the descriptors holding one are exactly
 ``slots_in_use``, the slot clock ran (``demotions`` grew: DRAM pressure made copies
 redirected again) and more buffers were redirected at some reading than there are slots,
-and the table's sum equals the number of updates made (no update lost to a demotion).
+the background writer's pass ahead of the slot clock wrote dirty copies back
+(``cleaner_writes`` grew, pgnvm 1.8: patch 0025, H5a; with the default
+``bgwriter_lru_maxpages``), and the table's sum equals the number of updates made (no
+update lost to a demotion or a write-back).
 Then a ``CHECKPOINT`` must leave none of the table's buffers dirty (the writers left some):
 ``BufferSync()`` walks the slots' owners, not the descriptors (H8), and must still find every
 dirty buffer.
@@ -226,6 +229,14 @@ def _hybrid(env: EngineEnv) -> str:
             f"(expected some before, none after: BufferSync() missed dirty buffers); {after}"
         )
     demoted = after["demotions"] - before["demotions"]
+    cleaned = after["cleaner_writes"] - before["cleaner_writes"]
+    if cleaned <= 0:
+        raise CheckFailed(
+            f"the background writer wrote no slot back ahead of the slot clock "
+            f"(cleaner_writes {before['cleaner_writes']} -> {after['cleaner_writes']}) while "
+            f"the writers' backends wrote {after['slot_writes'] - before['slot_writes']}: "
+            f"no pass over the slots (H5a); {after}"
+        )
     if demoted <= 0:
         raise CheckFailed(
             f"the slot clock demoted nothing: no DRAM pressure ({pages} pages, "
@@ -242,7 +253,9 @@ def _hybrid(env: EngineEnv) -> str:
         f"{after['slots_in_use_peak']} slots in use, up to {load.max_redirected} redirected "
         f"buffers; slot clock: {demoted} demotions, "
         f"{after['slot_evictions'] - before['slot_evictions']} evictions, "
-        f"{after['slot_writes'] - before['slot_writes']} write-backs; at rest "
+        f"{after['slot_writes'] - before['slot_writes']} write-backs; background writer "
+        f"ahead of it: {cleaned} write-backs, "
+        f"{after['cleaner_demotions'] - before['cleaner_demotions']} demotions; at rest "
         f"{after['slots_in_use']} in use + {after['slots_free']} free; CHECKPOINT wrote "
         f"all {dirty} dirty buffers of the table"
     )

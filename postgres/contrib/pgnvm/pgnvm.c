@@ -10,7 +10,8 @@
  * pg_buffercache on bufferid; pgnvm_prefetch() describes the calling
  * process's prefetch helper threads; pgnvm_wal() (1.2) how WAL is written
  * (nvm_wal, access/nvm_wal.h); pgnvm_pool() (1.6) the buffer pool's
- * descriptors and DRAM slots (se2's hybrid pool, storage/nvm_slots.h).
+ * descriptors and DRAM slots (se2's hybrid pool, storage/nvm_slots.h), with
+ * the background writer's pass ahead of the slot clock since 1.8.
  *
  * Portions Copyright (c) 2026, pgnvm developers
  *
@@ -292,20 +293,29 @@ pgnvm_wal(PG_FUNCTION_ARGS)
  * copied), its DRAM slots (the budget, in use, the highest use, free) and
  * the slot clock's work, with two checks of se2's hybrid pool that must
  * read 0 at any time: redirected buffers that hold a slot (outside a
- * copy-on-write) and slot maps that disagree.  Without the hybrid pool every
- * descriptor owns its slot for good (slots = descriptors, all in use).
- * Scans every descriptor (see NvmPoolScan()).
+ * copy-on-write) and slot maps that disagree; since 1.8 also the background
+ * writer's pass ahead of the slot clock (its write-backs and demotions).
+ * Without the hybrid pool every descriptor owns its slot for good (slots =
+ * descriptors, all in use).  Scans every descriptor (see NvmPoolScan()).
+ * Declared with 15 columns (1.6, 1.7) or 17 (1.8): the first columns are the
+ * same in both.
  */
 Datum
 pgnvm_pool(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[15];
-	bool		nulls[15] = {0};
+	Datum		values[17];
+	bool		nulls[17] = {0};
 	NvmPoolReport r;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
+	if (tupdesc->natts != 15 && tupdesc->natts != lengthof(values))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pgnvm_pool() is declared with %d columns, the server has %d",
+						tupdesc->natts, (int) lengthof(values)),
+				 errhint("Run ALTER EXTENSION pgnvm UPDATE.")));
 
 	NvmPoolScan(&r);
 	values[0] = BoolGetDatum(r.hybrid);
@@ -323,5 +333,8 @@ pgnvm_pool(PG_FUNCTION_ARGS)
 	values[12] = Int64GetDatum(r.demotions);
 	values[13] = Int64GetDatum(r.slot_evictions);
 	values[14] = Int64GetDatum(r.slot_writes);
+	values[15] = Int64GetDatum(r.cleaner_writes);
+	values[16] = Int64GetDatum(r.cleaner_demotions);
+	/* 1.6's declaration takes the first 15 */
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

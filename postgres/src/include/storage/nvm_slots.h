@@ -97,6 +97,8 @@ typedef struct NvmPoolReport
 	int64		demotions;		/* slot clock: copies made redirected */
 	int64		slot_evictions; /* slot clock: copies evicted */
 	int64		slot_writes;	/* slot clock: dirty copies written back */
+	int64		cleaner_writes; /* bgwriter ahead of the clock: written back */
+	int64		cleaner_demotions;	/* bgwriter: demoted onto the free list */
 } NvmPoolReport;
 
 extern void NvmBufferPoolSizes(void);
@@ -116,6 +118,10 @@ extern void NvmSlotEnsure(int buf_id);
 extern void NvmSlotInvalidated(int buf_id);
 
 extern void NvmPoolScan(NvmPoolReport *report);
+
+/* the background writer's pass ahead of the slot clock (patch 0025) */
+extern bool NvmSlotClean(void);
+extern int	NvmSlotCleanerWait(long delay_ms);
 
 /*
  * bufmgr.c (patch 0015), for the slot clock: write back a dirty unpinned

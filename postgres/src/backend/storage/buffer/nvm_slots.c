@@ -36,6 +36,17 @@
  *   zero_damaged_pages, or read ignoring a checksum failure) are evicted,
  *   clean only (NvmEvictCleanUnpinnedBuffer() takes no content lock: its
  *   holder may be waiting for one the clock's caller holds).
+ * - The background writer cleans ahead of the slot clock (NvmSlotClean(),
+ *   called from its main loop, patch 0025), as BgBufferSync() cleans ahead
+ *   of the descriptor clock: from the hand on, it writes back dirty,
+ *   unpinned owners with usage count 0 (the same NvmFlushUnpinnedBuffer())
+ *   and demotes clean ones onto the free list, up to a small reserve, so
+ *   that a backend's copy-on-write pops a free slot instead of running the
+ *   clock and writing a page back itself.  It never decrements a usage
+ *   count (stock's bgwriter does not either) and never evicts.  Its rounds
+ *   run every bgwriter_delay and whenever a backend finds the free list
+ *   empty (which wakes it: NvmSlotCleanerWait()); bgwriter_lru_maxpages
+ *   bounds one round's writes, and 0 turns the pass off, as it does stock's.
  *
  * Without nvm_buffer_descriptors (and always in base and se1) NvmNSlots =
  * NBuffers, descriptor i owns slot i from start to shutdown, and nothing
@@ -51,15 +62,21 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "port/atomics.h"
+#include "postmaster/bgwriter.h"
+#include "postmaster/interrupt.h"
 #include "storage/buf_internals.h"
 #include "storage/bufmgr.h"
 #include "storage/nvm_buf.h"
 #include "storage/nvm_slots.h"
+#include "storage/proc.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "utils/guc_tables.h"
 #include "utils/nvm_guc.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
 
 /* the sizes (NvmBufferPoolSizes()) */
 int			NvmNSlots = 0;
@@ -83,9 +100,15 @@ typedef struct NvmSlotCtl
 	pg_atomic_uint32 hand;		/* the slot clock's next slot */
 	pg_atomic_uint32 in_use;	/* slots held by descriptors */
 	pg_atomic_uint32 in_use_peak;
-	pg_atomic_uint64 demotions;
+	pg_atomic_uint64 demotions; /* by the clock and the cleaner */
 	pg_atomic_uint64 evictions;
-	pg_atomic_uint64 writes;
+	pg_atomic_uint64 writes;	/* write-backs by the clock's callers */
+	pg_atomic_uint64 taken;		/* slots handed out (NvmSlotGet/TryGet) */
+	/* the background writer's pass ahead of the clock (NvmSlotClean()) */
+	pg_atomic_uint64 cleaner_writes;
+	pg_atomic_uint64 cleaner_demotions;
+	pg_atomic_uint32 cleaner_proc;	/* its ProcNumber + 1, 0 if none */
+	pg_atomic_uint32 cleaner_wanted;	/* a backend found no free slot */
 	int32		free[FLEXIBLE_ARRAY_MEMBER];	/* [NvmNSlots] */
 } NvmSlotCtl;
 
@@ -250,6 +273,11 @@ NvmSlotsShmemInit(void)
 		pg_atomic_init_u64(&SlotCtl->demotions, 0);
 		pg_atomic_init_u64(&SlotCtl->evictions, 0);
 		pg_atomic_init_u64(&SlotCtl->writes, 0);
+		pg_atomic_init_u64(&SlotCtl->taken, 0);
+		pg_atomic_init_u64(&SlotCtl->cleaner_writes, 0);
+		pg_atomic_init_u64(&SlotCtl->cleaner_demotions, 0);
+		pg_atomic_init_u32(&SlotCtl->cleaner_proc, 0);
+		pg_atomic_init_u32(&SlotCtl->cleaner_wanted, 0);
 		/* popped from the end: hand out the lowest slots first */
 		SlotCtl->nfree = NvmNSlots;
 		for (int s = 0; s < NvmNSlots; s++)
@@ -360,6 +388,59 @@ nvm_no_slot(void)
 }
 
 /*
+ * nvm_slot_demote -- demote buf, the owner of slot, with its header spinlock
+ * held (buf_state): unpinned, valid, clean, no I/O or copy in progress.  A
+ * main-fork page of a permanent relation whose slot holds the file's verified
+ * bytes (not NVM_BUF_NO_DEMOTE) becomes redirected (R2's state, H5): returns
+ * true, with the slot detached (held by nobody) and the spinlock released.
+ * Otherwise returns false with the spinlock still held: the page cannot be
+ * read in place, and only eviction frees its slot.
+ */
+static bool
+nvm_slot_demote(BufferDesc *buf, uint32 buf_state, int32 slot)
+{
+	int			buf_id = buf->buf_id;
+	uint8		flags = NvmBufferFlags[buf_id];
+
+	Assert(NvmSlotOf[buf_id] == slot);
+	Assert(BUF_STATE_GET_REFCOUNT(buf_state) == 0);
+	Assert((buf_state & BM_VALID) && !(buf_state & BM_DIRTY));
+	if (!(buf_state & BM_PERMANENT) ||
+		BufTagGetForkNum(&buf->tag) != MAIN_FORKNUM ||
+		(flags & NVM_BUF_NO_DEMOTE))
+		return false;
+
+	/*
+	 * Unpinned (and new pins wait for the header spinlock), clean and read
+	 * verified, so the file holds exactly these bytes; the next pin reads
+	 * them in place.
+	 */
+	Assert(flags == 0);
+	NvmBufferFlags[buf_id] = NVM_BUF_REDIRECTED;
+	/* it shows the mapping again: a change of what it shows (H4) */
+	NvmBufferGen[buf_id]++;
+	NvmSlotDetach(buf_id);
+	UnlockBufHdr(buf, buf_state);
+	pg_atomic_fetch_add_u64(&SlotCtl->demotions, 1);
+	return true;
+}
+
+/*
+ * nvm_slot_want_cleaner -- the free list is empty: wake the background
+ * writer's pass (NvmSlotCleanerWait()), once until it has run a round.
+ */
+static inline void
+nvm_slot_want_cleaner(void)
+{
+	uint32		proc = pg_atomic_read_u32(&SlotCtl->cleaner_proc);
+
+	if (proc == 0 || pg_atomic_read_u32(&SlotCtl->cleaner_wanted) != 0)
+		return;
+	if (pg_atomic_exchange_u32(&SlotCtl->cleaner_wanted, 1) == 0)
+		SetLatch(&GetPGProcByNumber(proc - 1)->procLatch);
+}
+
+/*
  * nvm_slot_clock -- take a slot from its owner (H5): the next owner that is
  * unpinned, has no I/O or copy in progress and has usage count 0 (the hand
  * decrements as it passes).  A dirty owner is written back first (it is
@@ -390,6 +471,7 @@ nvm_slot_clock(bool missing_ok)
 		} \
 	} while (0)
 
+	pg_atomic_fetch_add_u64(&SlotCtl->taken, 1);
 	for (;;)
 	{
 		int32		slot = nvm_slot_pop();
@@ -398,6 +480,9 @@ nvm_slot_clock(bool missing_ok)
 		/* another process may have given one back meanwhile */
 		if (slot != NVM_NO_SLOT)
 			return slot;
+
+		/* none free: the background writer should clean ahead (once) */
+		nvm_slot_want_cleaner();
 
 		slot = pg_atomic_fetch_add_u32(&SlotCtl->hand, 1) % (uint32) NvmNSlots;
 
@@ -461,25 +546,8 @@ nvm_slot_clock(bool missing_ok)
 				/* clean now (written by us or another), unless dirtied again */
 				continue;
 			}
-			if ((buf_state & BM_PERMANENT) &&
-				BufTagGetForkNum(&buf->tag) == MAIN_FORKNUM &&
-				!(flags & NVM_BUF_NO_DEMOTE))
-			{
-				/*
-				 * Demote: unpinned (and new pins wait for the header
-				 * spinlock), clean and read verified, so the file holds
-				 * exactly these bytes; the next pin reads them in place (R2's
-				 * state, H5).
-				 */
-				Assert(flags == 0);
-				NvmBufferFlags[buf_id] = NVM_BUF_REDIRECTED;
-				/* it shows the mapping again: a change of what it shows (H4) */
-				NvmBufferGen[buf_id]++;
-				NvmSlotDetach(buf_id);
-				UnlockBufHdr(buf, buf_state);
-				pg_atomic_fetch_add_u64(&SlotCtl->demotions, 1);
+			if (nvm_slot_demote(buf, buf_state, slot))
 				return slot;
-			}
 
 			/*
 			 * Cannot be read in place: evict it (clean only: it is refused if
@@ -544,6 +612,175 @@ NvmSlotEnsure(int buf_id)
 }
 
 /*
+ * The background writer's pass ahead of the slot clock.
+ *
+ * The slot clock runs in the process that needs a slot, mostly a backend
+ * about to copy a redirected page it will change (copy-on-write); when the
+ * owner under the hand is dirty, that backend writes it back first, and may
+ * have to flush WAL up to the page's LSN.  Stock's bgwriter spares backends
+ * that work ahead of the descriptor clock (BgBufferSync()), but the slot
+ * clock takes its slots from other buffers than the descriptor clock does.
+ * NvmSlotClean() is its counterpart for the slots: from the hand on, it
+ * writes back dirty, unpinned owners with usage count 0 and demotes clean
+ * ones onto the free list, until the reserve of free slots and the clean
+ * owners found ahead of the hand cover the demand it expects for the next
+ * round (the slots handed out per round, smoothed as BgBufferSync() smooths
+ * its allocations, times bgwriter_lru_multiplier; the reserve at most
+ * NvmNSlots / NVM_CLEAN_RESERVE_FRACTION), or it wrote bgwriter_lru_maxpages
+ * pages, or it looked at every slot.  A slot pool is small (1/128 of the
+ * data is 640 slots per 640 MB) and turned over many times a second by
+ * copy-on-write, far faster than one round per bgwriter_delay can follow:
+ * so a backend that finds the free list empty also wakes the writer for a
+ * round (NvmSlotCleanerWait(), once per round), while its descriptor pass,
+ * BgBufferSync(), whose feedback loop expects one call per bgwriter_delay,
+ * keeps its pace.
+ */
+#define NVM_CLEAN_RESERVE_FRACTION 8
+
+/*
+ * NvmSlotClean -- one round of the background writer's pass ahead of the
+ * slot clock (see above); called by the background writer only, never in a
+ * critical section (it writes buffers back).  Returns whether the pool was
+ * idle (no slot handed out since the last round, nothing written), for the
+ * writer's hibernation, as BgBufferSync() does.
+ */
+bool
+NvmSlotClean(void)
+{
+	static uint64 prev_taken = 0;
+	static float smoothed_taken = 0;
+	uint64		taken;
+	uint32		recent;
+	int			upcoming;
+	int			reserve;
+	int			reusable = 0;
+	int			written = 0;
+	uint32		hand;
+
+	Assert(NvmHybridPool);
+	Assert(CritSectionCount == 0);
+	if (bgwriter_lru_maxpages <= 0)
+	{
+		/* off (maybe since a reload): no wakes either */
+		pg_atomic_write_u32(&SlotCtl->cleaner_proc, 0);
+		return true;
+	}
+
+	/* ask the backends to wake this process when they run out of slots */
+	if (pg_atomic_read_u32(&SlotCtl->cleaner_proc) != MyProcNumber + 1)
+		pg_atomic_write_u32(&SlotCtl->cleaner_proc, MyProcNumber + 1);
+	pg_atomic_write_u32(&SlotCtl->cleaner_wanted, 0);
+
+	/* the demand: slots handed out since the last round, smoothed */
+	taken = pg_atomic_read_u64(&SlotCtl->taken);
+	recent = (uint32) Min(taken - prev_taken, (uint64) PG_UINT32_MAX);
+	prev_taken = taken;
+	if (smoothed_taken <= (float) recent)
+		smoothed_taken = recent;
+	else
+		smoothed_taken += ((float) recent - smoothed_taken) / 16;
+	upcoming = (int) Min(smoothed_taken * bgwriter_lru_multiplier,
+						 (float) NvmNSlots);
+	if (upcoming == 0)
+		return true;			/* nothing handed out for a while */
+	reserve = Min(upcoming, NvmNSlots / NVM_CLEAN_RESERVE_FRACTION);
+
+	hand = pg_atomic_read_u32(&SlotCtl->hand);
+	for (int i = 0; i < NvmNSlots; i++)
+	{
+		int32		slot = (int32) ((hand + (uint32) i) % (uint32) NvmNSlots);
+		int32		buf_id = NvmSlotOwner[slot];
+		int			nfree = SlotCtl->nfree; /* unlocked: a hint */
+		BufferDesc *buf;
+		uint32		buf_state;
+
+		if (nfree >= reserve && nfree + reusable >= upcoming)
+			break;
+		if (buf_id == NVM_NO_SLOT)
+			continue;			/* free or changing hands */
+		buf = GetBufferDescriptor(buf_id);
+
+		/* a look without the spinlock first, as SyncOneBuffer() would */
+		buf_state = pg_atomic_read_u32(&buf->state);
+		if (BUF_STATE_GET_REFCOUNT(buf_state) > 0 ||
+			BUF_STATE_GET_USAGECOUNT(buf_state) > 0 ||
+			!(buf_state & BM_VALID) || (buf_state & BM_IO_IN_PROGRESS))
+			continue;
+		if (buf_state & BM_DIRTY)
+		{
+			if (written >= bgwriter_lru_maxpages)
+				break;
+			if (!NvmFlushUnpinnedBuffer(buf_id))
+				continue;		/* pinned, or its content lock is held */
+			written++;
+			pg_atomic_fetch_add_u64(&SlotCtl->cleaner_writes, 1);
+			/* pg_stat_bgwriter's cleaning writes, as BgBufferSync()'s */
+			PendingBgWriterStats.buf_written_clean++;
+		}
+
+		/* clean now: free its slot if the reserve is short, else keep it */
+		if (SlotCtl->nfree >= reserve)
+		{
+			reusable++;
+			continue;
+		}
+		buf_state = LockBufHdr(buf);
+		if (NvmSlotOf[buf_id] == slot &&
+			BUF_STATE_GET_REFCOUNT(buf_state) == 0 &&
+			BUF_STATE_GET_USAGECOUNT(buf_state) == 0 &&
+			(buf_state & BM_VALID) && !(buf_state & BM_DIRTY) &&
+			!(buf_state & BM_IO_IN_PROGRESS) &&
+			!(NvmBufferFlags[buf_id] & NVM_BUF_COW_RUNNING) &&
+			nvm_slot_demote(buf, buf_state, slot))
+		{
+			NvmSlotFree(slot);
+			pg_atomic_fetch_add_u64(&SlotCtl->cleaner_demotions, 1);
+		}
+		else
+			UnlockBufHdr(buf, buf_state);
+	}
+
+	return recent == 0 && written == 0;
+}
+
+/*
+ * NvmSlotCleanerWait -- the background writer's sleep between two of its
+ * rounds (bgwriter_delay ms) in the hybrid pool: a wake by a backend that
+ * found no free slot (nvm_slot_want_cleaner()) runs a round of the slot pass
+ * and sleeps again for the rest of the delay, after handling interrupts as
+ * the writer's main loop does (ProcessMainLoopInterrupts(): a shutdown
+ * request exits, a reload or a barrier is not kept waiting for the delay);
+ * any other wake returns WL_LATCH_SET with the latch reset, the delay's end
+ * WL_TIMEOUT, as WaitLatch() would.
+ */
+int
+NvmSlotCleanerWait(long delay_ms)
+{
+	TimestampTz start = GetCurrentTimestamp();
+
+	Assert(NvmHybridPool);
+	for (;;)
+	{
+		long		remaining;
+		int			rc;
+
+		remaining = delay_ms -
+			TimestampDifferenceMilliseconds(start, GetCurrentTimestamp());
+		if (remaining <= 0)
+			return WL_TIMEOUT;
+		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					   remaining, WAIT_EVENT_BGWRITER_MAIN);
+		if (rc & WL_TIMEOUT)
+			return WL_TIMEOUT;
+		ResetLatch(MyLatch);
+		ProcessMainLoopInterrupts();
+		if (pg_atomic_read_u32(&SlotCtl->cleaner_wanted) == 0)
+			return rc;
+		(void) NvmSlotClean();
+	}
+}
+
+/*
  * NvmPoolScan -- the pool's counters, and a scan of every descriptor (each
  * under its header spinlock, so that what it says of one descriptor is
  * exact: H1's and the maps' checks hold at any time; totals over the scan
@@ -596,6 +833,8 @@ NvmPoolScan(NvmPoolReport *r)
 		r->demotions = pg_atomic_read_u64(&SlotCtl->demotions);
 		r->slot_evictions = pg_atomic_read_u64(&SlotCtl->evictions);
 		r->slot_writes = pg_atomic_read_u64(&SlotCtl->writes);
+		r->cleaner_writes = pg_atomic_read_u64(&SlotCtl->cleaner_writes);
+		r->cleaner_demotions = pg_atomic_read_u64(&SlotCtl->cleaner_demotions);
 	}
 	else
 	{
