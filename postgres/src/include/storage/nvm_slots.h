@@ -12,7 +12,8 @@
  * holds none, and a slot is taken when a page must be copied into DRAM (a
  * miss that copies, an extension, a zeroed page, a copy-on-write) and given
  * back when its buffer leaves the pool or is demoted to redirected by the
- * slot clock.  Without it (and always in base and se1) NvmNSlots =
+ * slot clock (or, ahead of it, by the background writer's pass over the
+ * slots, which also writes dirty owners back: NvmSlotClean()).  Without it (and always in base and se1) NvmNSlots =
  * NBuffers and descriptor i owns slot i from start to shutdown, as in
  * stock PostgreSQL; in base and se1 the maps are not even allocated.  The
  * invariants (H1-H9) are in docs/storage-engines.md, "se2: descriptors
