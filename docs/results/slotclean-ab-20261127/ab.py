@@ -79,6 +79,10 @@ t0 = time.time()
 ORDER = (False, True) if os.environ.get("AB_ORDER") == "BA" else (True, False)
 RATIOS = tuple(os.environ.get("AB_RATIOS", "1/128,1/2").split(","))
 for rep in range(REPS):
+    if os.environ.get("AB_ORDER") == "ALT" and rep % 2:
+        ORDER = (False, True)
+    elif os.environ.get("AB_ORDER") == "ALT":
+        ORDER = (True, False)
     for ratio in RATIOS:
         for off in ORDER:
             results.append(run(f"hybrid-{'A_off' if off else 'B_on'}", hyb, ratio, off))
