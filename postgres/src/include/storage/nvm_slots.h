@@ -13,11 +13,11 @@
  * miss that copies, an extension, a zeroed page, a copy-on-write) and given
  * back when its buffer leaves the pool or is demoted to redirected by the
  * slot clock (or, ahead of it, by the background writer's pass over the
- * slots, which also writes dirty owners back: NvmSlotClean()).  Without it (and always in base and se1) NvmNSlots =
- * NBuffers and descriptor i owns slot i from start to shutdown, as in
- * stock PostgreSQL; in base and se1 the maps are not even allocated.  The
- * invariants (H1-H9) are in docs/storage-engines.md, "se2: descriptors
- * without DRAM".
+ * slots, which also writes dirty owners back: NvmSlotClean()).  Without
+ * it (and always in base and se1) NvmNSlots = NBuffers and descriptor i
+ * owns slot i from start to shutdown, as in stock PostgreSQL; in base
+ * and se1 the maps are not even allocated.  The invariants (H1-H9, H5a)
+ * are in docs/storage-engines.md, "se2: descriptors without DRAM".
  *
  * Portions Copyright (c) 2026, pgnvm developers
  *
