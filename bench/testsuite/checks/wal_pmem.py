@@ -6,6 +6,11 @@ Three parts, each on the configuration's cluster:
   pgnvm_wal() reports the same; restarted with PMEM2_FORCE_GRANULARITY=CACHE_LINE it logs
   and reports "cache-line" (forced) and writes WAL through the forced path, copying only
   WAL not in the file yet (50 commits copy no more bytes than they insert, not a page each).
+* prefault: a committing backend pre-faults the pages of its flush before it queues on
+  WALWriteLock (storage-engines.md W10): two sessions take turns, one committing single
+  rows, the other ~20 kB of WAL per transaction, so that each single-row commit starts
+  on pages its process has not pre-faulted; pgnvm_wal() counts those pre-faults as made
+  before the lock, and (almost) none under it (one per row before the change).
 * waldump: one deterministic single-session workload run with nvm_wal = file, then with
   nvm_wal = pmem, each on the same copy of the stopped cluster (same transaction ID, OID
   and WAL position: records written at a counter's boundary, such as the CLOG page zeroed
@@ -58,6 +63,7 @@ SMALL_COMMITS = 300
 def _pgnvm_wal(env: EngineEnv) -> dict[str, Any]:
     with env.server.connect() as c:
         c.execute("CREATE EXTENSION IF NOT EXISTS pgnvm")
+        c.execute("ALTER EXTENSION pgnvm UPDATE")  # a cluster made by an older build
         cur = c.execute("SELECT * FROM pgnvm_wal()")
         row = cur.fetchone()
         assert row is not None and cur.description is not None
@@ -129,6 +135,51 @@ def _granularity(env: EngineEnv) -> str:
         f"{forced.group('gran')}, 50 commits: {grew['copies']} copies of "
         f"{grew['bytes_written']} B ({int(wal_bytes)} B of WAL inserted), "
         f"{grew['persists']} persists"
+    )
+
+
+#: Rounds of the prefault part: one single-row commit and one ~20 kB commit each.
+PREFAULT_ROUNDS = 50
+
+
+def _prefault(env: EngineEnv) -> str:
+    """Pre-faulting happens before WALWriteLock, not under it."""
+    with env.server.connect() as a, env.server.connect() as b:
+        a.execute("DROP TABLE IF EXISTS wal_prefault")
+        a.execute("CREATE TABLE wal_prefault (a int, pad text)")
+        # both sessions write once first: each has the current segment mapped
+        a.execute("INSERT INTO wal_prefault VALUES (0, 'a')")
+        b.execute("INSERT INTO wal_prefault VALUES (0, 'b')")
+        before = _pgnvm_wal(env)
+        for i in range(PREFAULT_ROUNDS):
+            # ~20 kB of WAL: the single row's flush then starts beyond the pages its
+            # process pre-faulted for its previous one
+            b.execute(
+                "INSERT INTO wal_prefault SELECT g, repeat('b', 200) FROM generate_series(1, 80) g"
+            )
+            a.execute("INSERT INTO wal_prefault VALUES (%s, 'a')", (i,))
+        after = _pgnvm_wal(env)
+        a.execute("DROP TABLE wal_prefault")
+    grew = {
+        k: int(after[k]) - int(before[k])
+        for k in ("populates_locked", "populates_unlocked", "mappings", "copies")
+    }
+    # Under the lock remain only a process's first write into a segment (the mapping
+    # is made there) and writers that do not go through XLogFlush() (the WAL writer's
+    # timer): a few, against one per single-row commit when the commit's pages were
+    # pre-faulted under the lock.
+    if grew["populates_unlocked"] < PREFAULT_ROUNDS or grew["populates_locked"] > (
+        PREFAULT_ROUNDS // 5
+    ):
+        raise CheckFailed(
+            f"{PREFAULT_ROUNDS} single-row commits after ~20 kB of another session's WAL "
+            f"each: pre-faults before WALWriteLock {grew['populates_unlocked']} (expected "
+            f">= {PREFAULT_ROUNDS}), under it {grew['populates_locked']} (expected <= "
+            f"{PREFAULT_ROUNDS // 5}); counters grew by {grew}"
+        )
+    return (
+        f"prefault: {PREFAULT_ROUNDS} rounds, {grew['populates_unlocked']} pre-faults before "
+        f"WALWriteLock, {grew['populates_locked']} under it ({grew['mappings']} mappings)"
     )
 
 
@@ -530,5 +581,11 @@ def _full_wal(env: EngineEnv) -> str:
 def wal_pmem(env: EngineEnv, limit: float) -> str:
     if not env.config.writes_wal_pmem:
         raise CheckSkipped("nvm_wal = file here: WAL is written as stock PostgreSQL writes it")
-    parts = (_granularity(env), _waldump(env), _unmappable(env), _forced_on_disk(env))
+    parts = (
+        _granularity(env),
+        _prefault(env),
+        _waldump(env),
+        _unmappable(env),
+        _forced_on_disk(env),
+    )
     return "; ".join((*parts, _full_wal(env)))

@@ -9,9 +9,10 @@
  * which shared buffers are redirected (se2), to be joined with
  * pg_buffercache on bufferid; pgnvm_prefetch() describes the calling
  * process's prefetch helper threads; pgnvm_wal() (1.2) how WAL is written
- * (nvm_wal, access/nvm_wal.h); pgnvm_pool() (1.6) the buffer pool's
- * descriptors and DRAM slots (se2's hybrid pool, storage/nvm_slots.h), with
- * the background writer's pass ahead of the slot clock since 1.8.
+ * (nvm_wal, access/nvm_wal.h), with where the pmem write path pre-faults
+ * since 1.9; pgnvm_pool() (1.6) the buffer pool's descriptors and DRAM slots
+ * (se2's hybrid pool, storage/nvm_slots.h), with the background writer's
+ * pass ahead of the slot clock since 1.8.
  *
  * Portions Copyright (c) 2026, pgnvm developers
  *
@@ -253,7 +254,9 @@ pgnvm_prefetch(PG_FUNCTION_ARGS)
  * pgnvm_wal -- how this server writes WAL (nvm_wal): the mode, the store
  * granularity libpmem2 found in pg_wal at server start (NULL with file),
  * PMEM2_FORCE_GRANULARITY if set, and the counters of the pmem write path
- * summed over all processes since start (access/nvm_wal.h).
+ * summed over all processes since start (access/nvm_wal.h).  Declared with
+ * 9 columns up to 1.8 and 12 since 1.9 (where the pre-faulting is done);
+ * either declaration gets its columns.
  */
 PG_FUNCTION_INFO_V1(pgnvm_wal);
 
@@ -261,12 +264,18 @@ Datum
 pgnvm_wal(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[9];
-	bool		nulls[9] = {0};
+	Datum		values[12];
+	bool		nulls[12] = {0};
 	NvmWalInfo	info;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
+	if (tupdesc->natts != 9 && tupdesc->natts != lengthof(values))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pgnvm_wal() is declared with %d columns, the server has %d",
+						tupdesc->natts, (int) lengthof(values)),
+				 errhint("Run ALTER EXTENSION pgnvm UPDATE.")));
 
 	NvmWalGetInfo(&info);
 	values[0] = CStringGetTextDatum(nvm_wal_options[info.mode].name);
@@ -284,6 +293,9 @@ pgnvm_wal(PG_FUNCTION_ARGS)
 	values[6] = Int64GetDatum((int64) info.mappings);
 	values[7] = Int64GetDatum((int64) info.mapping_failures);
 	values[8] = Float8GetDatum((double) info.populate_usec / 1000.0);
+	values[9] = Int64GetDatum((int64) info.populates_locked);
+	values[10] = Int64GetDatum((int64) info.populates_unlocked);
+	values[11] = Float8GetDatum((double) info.populate_locked_usec / 1000.0);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

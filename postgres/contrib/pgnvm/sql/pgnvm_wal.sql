@@ -6,6 +6,7 @@ SELECT mode = current_setting('nvm_wal') AS mode_matches FROM pgnvm_wal();
 SELECT CASE mode
          WHEN 'file' THEN granularity IS NULL AND bytes_written = 0
                           AND copies = 0 AND persists = 0 AND mappings = 0
+                          AND populates_locked = 0 AND populates_unlocked = 0
          ELSE granularity IN ('byte', 'cache-line', 'page')
        END AS consistent
   FROM pgnvm_wal();

@@ -45,6 +45,11 @@ typedef struct NvmWalInfo
 	uint64		mappings;		/* segments mapped */
 	uint64		mapping_failures;	/* segments written with write() instead */
 	uint64		populate_usec;	/* time spent pre-faulting mappings */
+	uint64		populates_locked;	/* pre-fault calls under WALWriteLock */
+	uint64		populates_unlocked; /* pre-fault calls before it
+									 * (nvm_wal_prefault()) */
+	uint64		populate_locked_usec;	/* the part of populate_usec under
+										 * WALWriteLock */
 } NvmWalInfo;
 
 extern void NvmWalStartup(void);
@@ -58,6 +63,8 @@ extern ssize_t nvm_wal_write(int fd, const char *from, size_t nbytes,
 							 off_t offset, XLogRecPtr prev_write,
 							 XLogRecPtr request);
 extern void nvm_wal_persist(int fd, XLogRecPtr flushed, XLogRecPtr written);
+extern void nvm_wal_prefault(XLogRecPtr from, XLogRecPtr upto,
+							 TimeLineID tli);
 
 /*
  * NvmWalIsMapped -- is fd the WAL segment this process writes through a
@@ -78,6 +85,19 @@ NvmWalOpened(int fd, XLogSegNo segno, TimeLineID tli)
 {
 	if (nvm_wal == NVM_WAL_PMEM)
 		nvm_wal_open(fd, segno, tli);
+}
+
+/*
+ * NvmWalBeforeFlush -- XLogFlush() is about to wait for WALWriteLock to write
+ * [from, upto) on timeline tli: with nvm_wal = pmem and a segment mapped,
+ * pre-fault the pages of the range this process will store to, outside the
+ * lock (nvm_wal_prefault()).
+ */
+static inline void
+NvmWalBeforeFlush(XLogRecPtr from, XLogRecPtr upto, TimeLineID tli)
+{
+	if (NvmWalMappedFd >= 0)
+		nvm_wal_prefault(from, upto, tli);
 }
 
 /* NvmWalClosing -- XLogFileClose() is about to close fd: unmap it */

@@ -80,6 +80,16 @@
  * alignment, tmpfs with huge=always) one call maps 2 MB at once, and the
  * interval keeps the calls as rare.
  *
+ * A committing backend pre-faults before it queues on WALWriteLock
+ * (nvm_wal_prefault(), called by XLogFlush()): the range from its view of
+ * the write pointer to what it will ask XLogWrite() to write, in the segment
+ * it has mapped.  The copy under the lock then finds its pages done, and the
+ * system call runs while another process holds the lock rather than adding
+ * to every waiter's wait.  Under the lock, pre-faulting remains for the first
+ * write of a process into a segment (the mapping is made there) and for the
+ * WAL writer and the other writers that do not go through XLogFlush().
+ * pgnvm_wal() counts the calls made under the lock and before it.
+ *
  * Segment creation, recycling and removal are xlog.c's, unchanged: a new
  * segment is zero-filled (or, with wal_init_zero = off, has its last byte
  * written) and fsync'ed before it is renamed into place, exactly as with
@@ -177,7 +187,10 @@ static NvmWalMapping nvm_wal_seg = {.fd = -1};
 /* a segment that could not be mapped is written with write(); say so once */
 static bool nvm_wal_failure_logged = false;
 
-/* counters, summed over all processes (updated by the WALWriteLock holder) */
+/*
+ * counters, summed over all processes (updated by the WALWriteLock holder,
+ * except the pre-faulting of nvm_wal_prefault(), which runs before it)
+ */
 typedef struct NvmWalShared
 {
 	pg_atomic_uint64 bytes_written;
@@ -186,6 +199,9 @@ typedef struct NvmWalShared
 	pg_atomic_uint64 mappings;
 	pg_atomic_uint64 mapping_failures;
 	pg_atomic_uint64 populate_usec;
+	pg_atomic_uint64 populates_locked;
+	pg_atomic_uint64 populates_unlocked;
+	pg_atomic_uint64 populate_locked_usec;
 } NvmWalShared;
 
 static NvmWalShared *NvmWalCounters = NULL;
@@ -362,6 +378,9 @@ NvmWalShmemInit(void)
 		pg_atomic_init_u64(&NvmWalCounters->mappings, 0);
 		pg_atomic_init_u64(&NvmWalCounters->mapping_failures, 0);
 		pg_atomic_init_u64(&NvmWalCounters->populate_usec, 0);
+		pg_atomic_init_u64(&NvmWalCounters->populates_locked, 0);
+		pg_atomic_init_u64(&NvmWalCounters->populates_unlocked, 0);
+		pg_atomic_init_u64(&NvmWalCounters->populate_locked_usec, 0);
 	}
 }
 
@@ -384,6 +403,12 @@ NvmWalGetInfo(NvmWalInfo *info)
 	info->mapping_failures =
 		pg_atomic_read_u64(&NvmWalCounters->mapping_failures);
 	info->populate_usec = pg_atomic_read_u64(&NvmWalCounters->populate_usec);
+	info->populates_locked =
+		pg_atomic_read_u64(&NvmWalCounters->populates_locked);
+	info->populates_unlocked =
+		pg_atomic_read_u64(&NvmWalCounters->populates_unlocked);
+	info->populate_locked_usec =
+		pg_atomic_read_u64(&NvmWalCounters->populate_locked_usec);
 }
 
 /*
@@ -447,7 +472,8 @@ nvm_wal_open(int fd, XLogSegNo segno, TimeLineID tli)
  * nbytes) of the mapped segment that this process has not pre-faulted yet.
  * Returns false, errno set, if the file system cannot provide one of them
  * (the caller then writes with pg_pwrite(), which reports the error as
- * PostgreSQL does).
+ * PostgreSQL does).  locked: the caller holds WALWriteLock (nvm_wal_write());
+ * false from nvm_wal_prefault(), before the lock.  Only counted separately.
  *
  * One interval of pre-faulted pages is kept per mapping: XLogWrite() writes
  * a segment front to back, rewriting at most the partial page it ended on,
@@ -465,7 +491,7 @@ nvm_wal_open(int fd, XLogSegNo segno, TimeLineID tli)
  * will write (which is what pre-faulting ahead would cost each of them).
  */
 static bool
-nvm_wal_populate(size_t offset, size_t nbytes)
+nvm_wal_populate(size_t offset, size_t nbytes, bool locked)
 {
 	static size_t page_size = 0;
 	NvmWalMapping *seg = &nvm_wal_seg;
@@ -512,7 +538,60 @@ nvm_wal_populate(size_t offset, size_t nbytes)
 	INSTR_TIME_SET_CURRENT(elapsed);
 	INSTR_TIME_SUBTRACT(elapsed, start);
 	NVM_WAL_COUNT(populate_usec, INSTR_TIME_GET_MICROSEC(elapsed));
+	if (locked)
+	{
+		NVM_WAL_COUNT(populates_locked, 1);
+		NVM_WAL_COUNT(populate_locked_usec, INSTR_TIME_GET_MICROSEC(elapsed));
+	}
+	else
+		NVM_WAL_COUNT(populates_unlocked, 1);
 	return true;
+}
+
+/*
+ * nvm_wal_prefault -- XLogFlush() is about to queue on WALWriteLock to write
+ * the WAL from `from` (its view of the shared write pointer) up to `upto`
+ * (what it will ask XLogWrite() to write) on timeline tli: pre-fault, now,
+ * the pages of that range this process has not pre-faulted yet in its
+ * mapping, so that the copy under the lock finds them done (W10 in
+ * docs/storage-engines.md).
+ *
+ * Page-table entries are per process: whoever holds the lock must have them
+ * for the pages it stores to, and with many committers each flush starts on
+ * the partial page another process wrote.  Made here, the ~1-2 us of each
+ * flush's MADV_POPULATE_WRITE run while the lock's holder copies and
+ * persists, instead of being added to the time every waiter waits.
+ *
+ * Only the segment this process has mapped already is pre-faulted (it maps
+ * one when XLogWrite() first writes into it, under the lock: once per
+ * segment and process); the range is clamped to it.  Nothing is stored and
+ * nothing made durable here, so which WAL is durable when is untouched
+ * (W3, W4): this only builds this process's page tables.  If the lock's
+ * holder writes the range first (group commit), the pages were pre-faulted
+ * for nothing; the next flush of this process may still find some of them.
+ * A failure (a page the file system cannot provide) is left for the copy
+ * to meet again and report (W6): here it only forgets the interval.
+ *
+ * Runs in XLogFlush()'s critical section: no palloc, no ereport.
+ */
+void
+nvm_wal_prefault(XLogRecPtr from, XLogRecPtr upto, TimeLineID tli)
+{
+	XLogRecPtr	segstart;
+	size_t		lo;
+	size_t		hi;
+
+	Assert(nvm_wal == NVM_WAL_PMEM);
+
+	if (nvm_wal_seg.fd < 0 || nvm_wal_seg.tli != tli || upto <= from)
+		return;
+	XLogSegNoOffsetToRecPtr(nvm_wal_seg.segno, 0, wal_segment_size, segstart);
+	if (from < segstart || from >= segstart + (XLogRecPtr) wal_segment_size)
+		return;					/* not this process's segment (yet) */
+	lo = (size_t) (from - segstart);
+	hi = (size_t) Min(upto - segstart, (XLogRecPtr) wal_segment_size);
+
+	(void) nvm_wal_populate(lo, hi - lo, false);
 }
 
 /*
@@ -588,7 +667,7 @@ nvm_wal_write(int fd, const char *from, size_t nbytes, off_t offset,
 	if (lo == hi)
 		return (ssize_t) nbytes;
 
-	if (!nvm_wal_populate(lo, hi - lo))
+	if (!nvm_wal_populate(lo, hi - lo, true))
 	{
 		int			save_errno = errno;
 
