@@ -26,6 +26,8 @@ SECONDS = int(os.environ.get("SPLIT_SECONDS", "30"))
 WARM = float(os.environ.get("SPLIT_WARM", "8"))
 WINDOW = float(os.environ.get("SPLIT_WINDOW", "15"))
 PERF = os.environ.get("SPLIT_PERF") == "1"
+# what perf samples: cpu-clock at 999 Hz, or e.g. SPLIT_PERF_EVENT="-e sched:sched_wakeup -c 1"
+PERF_EVENT = os.environ.get("SPLIT_PERF_EVENT", "-e cpu-clock -F 999").split()
 OUT = Path(os.environ.get("SPLIT_OUT", "/tmp/churn-split/split.jsonl"))
 PERFDIR = OUT.parent / "perf"
 RUNS = os.environ.get(
@@ -114,10 +116,7 @@ def run(label: str, cfg_name: str, ratio: str, churn: str) -> dict:
                     "perf",
                     "record",
                     "-q",
-                    "-e",
-                    "cpu-clock",
-                    "-F",
-                    "999",
+                    *PERF_EVENT,
                     "-g",
                     "-p",
                     pids,
