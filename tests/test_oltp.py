@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bench import cli
-from bench.core import configs, selection
+from bench.core import blocks, configs, selection
 from bench.oltp import cli as oltp_cli
 from bench.oltp import pgbench, plan, report, settings, targets, workloads
 
@@ -541,6 +541,31 @@ def test_report_memory_experiment_with_the_hybrid_pool(tmp_path: Path) -> None:
     from bench.oltp import cells, charts
 
     assert "memory_ratio.png" in charts.draw(tmp_path, doc, cells.cells(recs))  # with the target
+
+
+def test_report_states_the_placement() -> None:
+    recs = [
+        {**_record("nvm_se2", 1, 20000.0), "placement": "same:0"},
+        {**_record("nvm_se2", 8, 30000.0), "placement": "free"},
+        {
+            **_record("nvm_se2", 1, 9000.0, rep=2),
+            "placement": "free",
+            "placement_fallback": True,
+            "placement_why": "pin failed, ran free: taskset not found (util-linux)",
+        },
+    ]
+    doc = {**_plan_doc(["nvm_se2"]), "placement": "same"}
+    md = blocks.to_markdown(report.document(doc, {}, recs, []))
+    assert "Placement (`--placement same`): at **1 client**" in md
+    assert "docs/results/oltp-wal-quiet-20261126" in md
+    assert "**Placement not as asked in 1 point(s)**: nvm_se2-a-zipfian-c1 run 2: pin failed" in md
+    assert "| nvm_se2 | 1 | 1 | 20000 |" in md and "| same:0 | " in md
+    assert "| **free (not as asked)** |" in md and "| free | " in md
+    assert report.summary(recs)["nvm_se2-a-zipfian-c1"]["placement"] == ["free", "same:0"]
+    free = blocks.to_markdown(report.document({**doc, "placement": "free"}, {}, recs[1:2], []))
+    assert "Placement: **free** (`--placement free`)" in free
+    old = json.dumps(report.document(_plan_doc(["nvm_se2"]), {}, recs[:1], []))
+    assert "Placement" not in old  # a run from before: nothing claimed
 
 
 def test_report_marks_not_durable(tmp_path: Path) -> None:

@@ -9,7 +9,9 @@ through the configuration's server environment) and ``nvm_se2`` (copy-on-write o
 pages). Checks the raw files and the report, then that nothing was lost or
 damaged by any engine's write path: every YCSB row is still there, TPC-B's balances agree
 (accounts = tellers = branches = history), and amcheck finds the heap and the indexes
-sound. With perf installed it runs with ``--profile``: every point has its top functions,
+sound. The placement: at 1 client pgbench's backends (as the run's sampler saw them) and a
+backend forked after the pin may run on one vCPU only, pgbench ran under taskset on it, and
+the pin is gone after the point; at 2 clients nothing is pinned. With perf installed it runs with ``--profile``: every point has its top functions,
 wait-event samples and perf data, and profile.md lists them. A second run into the same
 --out is refused. No timing assertions.
 """
@@ -27,7 +29,7 @@ import pytest
 
 from bench.core import cluster, configs, paths, perf
 from bench.core.server import Server
-from bench.oltp import settings, targets, window
+from bench.oltp import placement, settings, targets, window
 
 PORT = 5540
 PREFIX = "oltptest"
@@ -151,6 +153,26 @@ def _check_nothing_lost(name: str, tpcb: bool = True) -> None:
         srv.stop()
 
 
+def _check_placement(x: dict) -> None:  # type: ignore[type-arg]
+    """A point's placement (--placement same, the default): at 1 client the postmaster's
+    new backends (the one asked after the pin, and every client backend the measured run's
+    sampler saw: pgbench's) may run on one CPU only, pgbench ran under taskset on it, and
+    after the point a new backend may run anywhere again; at 2 clients nothing is pinned."""
+    allowed = placement.allowed_cpus()
+    every = placement.cpu_list(allowed)
+    if x["clients"] > 1 or len(allowed) < 2:
+        assert x["placement"] == "free", x["key"]
+        assert x["placement_fallback"] is (x["clients"] == 1), x["key"]
+        assert x["backend_cpus"] == every and x["run_backend_cpus"] == [every], x["key"]
+        assert not x["command"].startswith("taskset"), x["key"]
+        return
+    cpu = str(min(allowed))
+    assert x["placement"] == f"same:{cpu}" and x["placement_why"] is None, x["key"]
+    assert x["backend_cpus"] == cpu and x["run_backend_cpus"] == [cpu], x["key"]
+    assert x["command"].startswith(f"taskset -c {cpu} "), x["key"]
+    assert x["backend_cpus_after"] == every and "unpin_error" not in x, x["key"]
+
+
 def test_oltp_end_to_end(tmp_path: Path, test_clusters: None) -> None:
     names = _configs()
     out = tmp_path / "run"
@@ -186,6 +208,7 @@ def test_oltp_end_to_end(tmp_path: Path, test_clusters: None) -> None:
         assert x["window_flags"] == window.flags(win, warm), x["key"]
         assert x["latency"]["n"] > 0 and x["latency"]["p99_ms"] >= x["latency"]["p50_ms"]
         assert (out / "per_second" / f"{x['key']}-rep{x['rep']}.csv").is_file(), x["key"]
+        _check_placement(x)
         if configs.BY_NAME[x["config"]].writes_wal_pmem:  # the environment reached the server
             assert x["wal_pmem"] == {"granularity": "cache-line", "forced": True}, x["key"]
         else:
@@ -207,6 +230,7 @@ def test_oltp_end_to_end(tmp_path: Path, test_clusters: None) -> None:
     assert "**Emulated persistent memory, not PMem.**" in md
     assert "## Anti-caching" in md
     assert "FPI/txn" in md and "warm-up s" in md
+    assert "Placement (`--placement same`): at **1 client**" in md
     assert all(n in md for n in names)
     if "nvm_base_walpmem_cl" in names:
         assert "`nvm_base_walpmem_cl` cache-line (forced)" in md

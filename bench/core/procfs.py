@@ -13,7 +13,8 @@ the functions return ``None`` / empty values then, never raise.
   system CPU, faults, reaped children's CPU (``stat``), on-CPU time (``schedstat``, ns) and
   context switches (``status``) of a process or of one thread (``task/<tid>``).
 * ``cmdline`` (:func:`argv`; :func:`cmdline` is the PostgreSQL process title), ``comm``,
-  ``cwd``, :func:`children` of a process; :func:`alive`, :func:`is_zombie`.
+  ``cwd``, :func:`children` of a process; :func:`alive`, :func:`is_zombie`;
+  :func:`cpus_allowed` (``status``: the CPUs it may run on, :func:`parse_cpu_list`).
 * Memory of a process: :func:`memory_status` (``status``: RssAnon, RssFile, RssShmem),
   :func:`shared_segments` (``maps``: the shared anonymous mappings, PostgreSQL's shared
   memory), :func:`vma_rss` (``smaps``: what one process has of one mapping) and
@@ -184,6 +185,33 @@ def cwd(pid: int, root: Path = PROC) -> str | None:
         return os.readlink(root / str(pid) / "cwd")
     except OSError:
         return None
+
+
+def parse_cpu_list(text: str) -> set[int]:
+    """A CPU list as the kernel and ``taskset -c`` write it (``0-1,4``) as a set of CPUs;
+    ValueError if it is not one."""
+    out: set[int] = set()
+    for part in text.strip().split(","):
+        lo, _, hi = part.strip().partition("-")
+        first, last = int(lo), int(hi or lo)
+        if first < 0 or last < first:
+            raise ValueError(f"not a CPU list: {text!r}")
+        out.update(range(first, last + 1))
+    return out
+
+
+def cpus_allowed(pid: int, root: Path = PROC) -> str | None:
+    """The CPUs ``pid`` may run on, as ``status`` lists them (``Cpus_allowed_list``, e.g.
+    ``0-1``: its affinity, what ``taskset -p`` sets); None once it is gone."""
+    try:
+        text = (root / str(pid) / "status").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        name, sep, value = line.partition(":")
+        if sep and name == "Cpus_allowed_list":
+            return value.strip()
+    return None
 
 
 # --------------------------------------------------------------------------- CPU samples

@@ -110,6 +110,11 @@ class Cell:
         xs = [r["pool_covers_db"] for r in self.recs if r.get("pool_covers_db") is not None]
         return all(xs) if xs else None
 
+    @property
+    def placements(self) -> list[str]:
+        """Where the repetitions ran (``same:0``, ``free``), each placement once."""
+        return sorted({str(r["placement"]) for r in self.recs if r.get("placement")})
+
     def cpu_us_per_txn(self) -> dict[str, float]:
         """CPU µs per transaction by group (+ 'other server', 'pgbench'), median of reps."""
         per: dict[str, list[float]] = {}

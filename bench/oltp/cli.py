@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from bench.core import selection, storage
-from bench.oltp import plan, settings, window, workloads
+from bench.oltp import placement, plan, settings, window, workloads
 
 DESCRIPTION = """\
 Run YCSB core workloads (A 50/50 read/update, B 95/5, C read only, F read-modify-write on
@@ -148,6 +148,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="port of the nvm cluster; disk uses PORT+1 (default: %(default)s)",
     )
     p.add_argument(
+        "--placement",
+        default=str(placement.DEFAULT),
+        metavar="same|same:CPU|free",
+        help="where 1-client points run. same (default): pgbench and the server's backends "
+        "on one vCPU (the lowest this process may use; same:N for vCPU N): right after the "
+        "point's server start its postmaster is pinned (taskset -a -cp; every backend it "
+        "forks then inherits it, the auxiliary processes started before stay free), pgbench "
+        "runs under taskset -c, and the postmaster is unpinned after the point. free: where "
+        "the scheduler puts them. Points with more than one client always run free. A pin "
+        "that fails (no taskset, one CPU) runs free and the point's record and the report "
+        "say so. Why: " + placement.WHY,
+    )
+    p.add_argument(
         "--profile",
         action="store_true",
         help="where the time goes: perf record -e cpu-clock -a and the wait events of "
@@ -191,6 +204,7 @@ def options(args: argparse.Namespace) -> plan.Options:
         out=args.out,
         build=not args.no_build,
         profile=args.profile,
+        placement=plan.parse_placement(args.placement),
         port=args.port,
         prefix=os.environ.get("PGNVM_OLTP_CLUSTER_PREFIX") or settings.DEFAULT_PREFIX,
     )

@@ -16,7 +16,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from bench.core import configs, results, selection
-from bench.oltp import settings, window, workloads
+from bench.oltp import placement, settings, window, workloads
 
 MIN_SHARED_BUFFERS_MB = 2
 MIN_RECORDS = 1000
@@ -73,6 +73,8 @@ class Options:
     prefix: str = settings.DEFAULT_PREFIX
     #: --profile: perf of the machine and pgbench's wait events, first repetition of a point
     profile: bool = False
+    #: --placement: where 1-client points run (bench.oltp.placement)
+    placement: placement.Wanted = placement.DEFAULT
 
     @property
     def chosen(self) -> selection.Selection:
@@ -123,6 +125,13 @@ def parse_ratios(text: str) -> list[str]:
     for t in items:
         seen.setdefault(parse_ratio(t), t)
     return [seen[r] for r in sorted(seen, reverse=True)]
+
+
+def parse_placement(text: str) -> placement.Wanted:
+    try:
+        return placement.parse(text)
+    except ValueError as e:
+        raise PlanError(f"--placement: {e}") from None
 
 
 def parse_workloads(text: str) -> list[str]:
@@ -183,6 +192,9 @@ def check(o: Options) -> None:
         parse_ratio(r)
     if size_mb(o.shared_buffers) < MIN_SHARED_BUFFERS_MB:
         raise PlanError(f"--shared-buffers: at least {MIN_SHARED_BUFFERS_MB}MB")
+    why = placement.check(o.placement, placement.allowed_cpus())
+    if why:
+        raise PlanError(f"--placement: {why}")
     if not o.workloads and not o.memory_ratios:
         raise PlanError("nothing to run: no --workloads and no --memory-ratios")
     if o.selection is not None:  # the command line's selection was made for these modes

@@ -14,7 +14,7 @@ from typing import Any
 
 from bench.core import blocks, results, rootkind
 from bench.core.blocks import Block, fmt, ratio
-from bench.oltp import settings, window, workloads
+from bench.oltp import placement, settings, window, workloads
 from bench.oltp.cells import CPU_GROUPS, Cell, cells, main_cell
 
 EMULATION_CAVEAT = (
@@ -102,6 +102,22 @@ def document(
             f"--random-seed {plan['random_seed']}.",
         )
     )
+    placed = _placement_text(plan)
+    if placed:
+        b.append(("p", placed))
+    fell_back = [r for r in records if r.get("placement_fallback") or r.get("unpin_error")]
+    if fell_back:
+        b.append(
+            (
+                "p",
+                f"**Placement not as asked in {len(fell_back)} point(s)**: "
+                + "; ".join(
+                    f"{r['key']} run {r['rep']}: {r.get('placement_why') or ''}"
+                    + (f" (undoing the pin: {r['unpin_error']})" if r.get("unpin_error") else "")
+                    for r in fell_back[:10]
+                ),
+            )
+        )
     if plan["workloads"]:
         b.append(
             ("table", ["workload", "what ran"], [[w, d] for w, d in plan["workloads"].items()])
@@ -290,6 +306,28 @@ def document(
     return b
 
 
+def _placement_text(plan: dict[str, Any]) -> str | None:
+    """How the points were placed on the vCPUs, and why (runs from before ``--placement``:
+    nothing, they ran free)."""
+    want = plan.get("placement")
+    if want is None:
+        return None
+    why = f"Why: {placement.WHY}."
+    if want == placement.FREE:
+        return (
+            "Placement: **free** (`--placement free`): pgbench and the server run where the "
+            f"scheduler puts them, at every client count. {why}"
+        )
+    return (
+        f"Placement (`--placement {want}`): at **1 client** pgbench and the server's "
+        "backends run on **one vCPU**: the postmaster is pinned right after the point's "
+        "start (`taskset -a -cp`; the backends it forks inherit it, the auxiliary processes "
+        "started before it — checkpointer, background writer, walwriter, io workers — run "
+        "free) and pgbench runs under `taskset -c`; points with more clients run free. "
+        f"{why} Each repetition's placement: the column 'placement' below."
+    )
+
+
 def _warmup_text(plan: dict[str, Any]) -> str:
     """The warm-up rule of ``plan`` (runs from before the rule: a fixed warm-up)."""
     if "warmup_max_s" not in plan:
@@ -326,11 +364,23 @@ def window_rows(records: list[dict[str, Any]], workload: str) -> list[list[Any]]
                 fmt(win["wal_fpi_per_txn"], 3),
                 f"{ck['started']}/{ck['done']}",
                 "-" if warm is None else f"{warm.get('seconds', 0):g}",
+                _placement_cell(r),
                 "; ".join(flags) or "ok",
             ]
         )
     rows.sort(key=lambda x: (x[1], x[0], x[2]))
     return rows
+
+
+def _placement_cell(r: dict[str, Any]) -> str:
+    """A repetition's placement: ``same:0``, ``free``, flagged where a pin was asked for and
+    did not hold; ``–`` for runs from before it was recorded."""
+    where = r.get("placement")
+    if where is None:
+        return "–"
+    if r.get("placement_fallback") or r.get("unpin_error"):
+        return f"**{where} (not as asked)**"
+    return str(where)
 
 
 def window_blocks(records: list[dict[str, Any]], workload: str) -> list[Block]:
@@ -343,8 +393,9 @@ def window_blocks(records: list[dict[str, Any]], workload: str) -> list[Block]:
             "p",
             'The measured window of each repetition (docs/oltp.md, "The measured window"): '
             "pg_stat_wal's bytes, records and full-page images per transaction, checkpoints "
-            "started/done within it, seconds of warm-up before it; a window with a checkpoint "
-            "or after a warm-up that did not settle is flagged.",
+            "started/done within it, seconds of warm-up before it, where pgbench and the "
+            "backends ran (`same:N`: both on vCPU N; `free`: the scheduler's choice); a "
+            "window with a checkpoint or after a warm-up that did not settle is flagged.",
         ),
         (
             "table",
@@ -358,6 +409,7 @@ def window_blocks(records: list[dict[str, Any]], workload: str) -> list[Block]:
                 "FPI/txn",
                 "checkpoints",
                 "warm-up s",
+                "placement",
                 "window",
             ],
             rows,
@@ -526,6 +578,7 @@ def summary(records: list[dict[str, Any]]) -> dict[str, Any]:
             "shmem_bytes": c.shmem_bytes,
             "db_bytes_end": c.db_bytes_end,
             "pool_covers_db": c.pool_covers_db,
+            "placement": c.placements,
         }
     return out
 

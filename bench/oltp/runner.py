@@ -9,6 +9,14 @@ experiment also shared_buffers = ratio × data):
    ``SHOW`` of the three durability settings is recorded (``durable``), and of its pool
    (``pool``: shared_buffers, nvm_buffer_descriptors) with the shared memory it allocated
    (``shmem_bytes``, from ``pg_shmem_allocations``: the DRAM of the pool and the rest).
+   Placement (:mod:`bench.oltp.placement`): at 1 client (``--placement same``, the default)
+   the new postmaster is pinned to one vCPU (``taskset -a -cp``: the backends it forks from
+   then on inherit it, the auxiliary processes started before stay free) and every pgbench
+   of the point runs on the same vCPU (``taskset -c``); a new backend's affinity is checked
+   (``backend_cpus``) and the postmaster unpinned after the point (``backend_cpus_after``).
+   Points with more clients, and ``--placement free``, run where the scheduler puts them; a
+   pin that fails runs free, said in the record (``placement``, ``placement_why``,
+   ``placement_fallback``).
 2. Data on disk: ``sync``, then ``posix_fadvise(DONTNEED)`` on every file of the cluster
    (the OS page cache is cold too; not ``drop_caches``: see results.drop_os_caches). Then
    ``CHECKPOINT``: every point starts right after a checkpoint.
@@ -23,7 +31,8 @@ experiment also shared_buffers = ratio × data):
 5. The measured pgbench run, ``--duration`` seconds, per-transaction log. A sampler reads
    /proc of the server's processes every 0.5 s meanwhile, so the CPU of pgbench's
    connections (which exit with it) is seen per backend type (the last sample of an exited
-   process counts: at most 0.5 s of its CPU is lost).
+   process counts: at most 0.5 s of its CPU is lost), and where the client backends it saw
+   might run (``run_backend_cpus``).
 6. Snapshots again (after ``pg_stat_force_next_flush()`` and a second for the other
    processes to flush) and the database's size (``db_bytes_end``: whether the pool's pages,
    in se2's hybrid pool its descriptors, still covered it, ``pool_covers_db``); the log is
@@ -62,7 +71,17 @@ from bench.core import configs, counters, paths, procfs, results, servercpu, ui
 from bench.core.build import ensure_built
 from bench.core.configs import Config
 from bench.core.server import stop_quietly
-from bench.oltp import pgbench, plan, profile, report, settings, targets, window, workloads
+from bench.oltp import (
+    pgbench,
+    placement,
+    plan,
+    profile,
+    report,
+    settings,
+    targets,
+    window,
+    workloads,
+)
 
 RESULTS_DIR = paths.REPO_ROOT / "results"
 SAMPLE_INTERVAL = 0.5
@@ -136,6 +155,8 @@ class CpuSampler:
         self.pm = postmaster
         self.before = servercpu.cluster_sample(postmaster, set(), {})
         self.last: dict[int, tuple[str, procfs.ProcSample]] = {}
+        #: client backends seen: where each may run (``Cpus_allowed_list``, read once)
+        self.affinity: dict[int, str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -148,6 +169,10 @@ class CpuSampler:
                 if group == "unknown":  # an exiting process has no title any more
                     group = prev[0]
             self.last[pid] = (group, s)
+            if group == "client backend" and pid not in self.affinity:
+                cpus = procfs.cpus_allowed(pid)
+                if cpus is not None:
+                    self.affinity[pid] = cpus
 
     def _loop(self) -> None:
         while not self._stop.wait(SAMPLE_INTERVAL):
@@ -160,6 +185,11 @@ class CpuSampler:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+    def backend_cpus(self) -> list[str]:
+        """The distinct CPU lists the client backends seen during the run might run on
+        (pgbench's and the job's own connection): ``["0"]`` when all were pinned to CPU 0."""
+        return sorted(set(self.affinity.values()))
 
     def delta(self) -> dict[str, Any]:
         self._tick()
@@ -178,6 +208,17 @@ def shmem_bytes(conn: psycopg.Connection) -> int | None:
     except psycopg.Error:
         return None
     return int(row[0]) if row and row[0] is not None else None
+
+
+def backend_cpus(srv: Any) -> str | None:
+    """Where a backend the server forks now may run: the ``Cpus_allowed_list`` of a new
+    connection's backend (None if it cannot be asked)."""
+    try:
+        with srv.connect() as conn:
+            row = conn.execute("select pg_backend_pid()").fetchone()
+            return procfs.cpus_allowed(int(row[0])) if row else None
+    except psycopg.Error:
+        return None
 
 
 def children_cpu() -> float:
@@ -288,6 +329,7 @@ class Runner:
             "warmup_max_s": o.warmup_max,
             "fpi_settled": o.fpi_settled,
             "repeat": o.repeat,
+            "placement": str(o.placement),
             "shared_buffers": o.shared_buffers,
             "memory_ratios": {r: self.mem_sb.get(r) for r in o.memory_ratios},
             "memory_workload": workloads.MEMORY_WORKLOAD,
@@ -350,6 +392,34 @@ class Runner:
             rec["server_log_tail"] = srv.log_tail(30)
             ui.error(f"{p.config}: {rec['error']}")
             return rec
+        placed = placement.PointPlacement(o.placement, p.clients)
+        rec.update(placed.apply(srv.postmaster_pid(), lambda: backend_cpus(srv)))
+        if rec["placement_fallback"]:
+            ui.error(f"{p.label}: placement: {rec['placement_why']}")
+        elif rec["placement"] == placement.FREE and ";" in rec["placement_why"]:
+            ui.notice(f"{p.label}: placement: {rec['placement_why']}")
+        try:
+            self.measure(p, cfg, srv, rec, written, log_offset, placed)
+        finally:
+            rec.update(placed.undo(lambda: backend_cpus(srv)))
+            if "unpin_error" in rec:
+                ui.error(f"{p.label}: undoing the pin: {rec['unpin_error']}")
+        return rec
+
+    def measure(
+        self,
+        p: plan.Point,
+        cfg: Config,
+        srv: Any,
+        rec: dict[str, Any],
+        written: dict[str, str],
+        log_offset: int,
+        placed: placement.PointPlacement,
+    ) -> None:
+        """The point after its server started and was placed (``rec`` takes the results):
+        durability and pool as shown, caches, CHECKPOINT, warm-up, the measured run."""
+        o = self.o
+        w = workloads.WORKLOADS[p.workload]
         with srv.connect() as conn:
             shown = {k: srv.show(k) for k in settings.DURABLE}
             rec["durability"] = shown
@@ -379,6 +449,7 @@ class Runner:
                 log_prefix=log,
                 seed=seed,
             )
+            cmd = placed.command(cmd)
             if log is not None:
                 rec["command"] = " ".join(cmd)
             return subprocess.run(
@@ -389,7 +460,7 @@ class Runner:
         rec["warmup"] = warm
         if "error" in warm:
             rec["error"] = warm["error"]
-            return rec
+            return
         logdir = self.out / "txlog"
         logdir.mkdir(parents=True, exist_ok=True)
         prefix = logdir / f"{p.key}-rep{p.rep}"
@@ -414,6 +485,7 @@ class Runner:
             rec["pgbench_cpu_s"] = round(children_cpu() - cpu0, 3)
             if sampler:
                 rec["server_cpu"] = sampler.delta()
+                rec["run_backend_cpus"] = sampler.backend_cpus()
             conn.execute("select pg_stat_force_next_flush()")
             rec["stats_flushed"] = await_flushed(conn)
             time.sleep(1.0)
@@ -447,7 +519,6 @@ class Runner:
         rec["window_flags"] = window.flags(rec["window"], warm)
         if r.returncode == 0 and rec["transactions"]:
             rec["status"] = "ok"
-        return rec
 
     def warm_up(
         self,
@@ -559,7 +630,8 @@ def _line(i: int, n: int, p: plan.Point, rec: dict[str, Any]) -> str:
     lat = rec.get("latency") or {}
     return (
         f"[{i}/{n}] {p.label}: {rec['tps']:.0f} tps, p50 {lat.get('p50_ms')} ms, "
-        f"p99 {lat.get('p99_ms')} ms, WAL {rec.get('wal_bytes_per_txn')} B/txn"
+        f"p99 {lat.get('p99_ms')} ms, WAL {rec.get('wal_bytes_per_txn')} B/txn, "
+        f"placement {rec.get('placement')}"
     )
 
 
