@@ -11,9 +11,10 @@ damaged by any engine's write path: every YCSB row is still there, TPC-B's balan
 (accounts = tellers = branches = history), and amcheck finds the heap and the indexes
 sound. The placement: at 1 client pgbench's backends (as the run's sampler saw them) and a
 backend forked after the pin may run on one vCPU only, pgbench ran under taskset on it, and
-the pin is gone after the point; at 2 clients nothing is pinned. With perf installed it runs with ``--profile``: every point has its top functions,
-wait-event samples and perf data, and profile.md lists them. A second run into the same
---out is refused. No timing assertions.
+the pin is gone after the point; at 2 clients nothing is pinned. With perf installed it
+runs with ``--profile``: every point has its top functions, wait-event samples and perf
+data, and profile.md lists them. A second run into the same --out is refused. No timing
+assertions.
 """
 
 from __future__ import annotations
