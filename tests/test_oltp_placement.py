@@ -106,7 +106,7 @@ def test_parse_and_cpu_lists() -> None:
 def test_one_client_point_pins_postmaster_and_pgbench_and_undoes_it() -> None:
     pp, fake = _point(1)
     rec = pp.apply(PM, fake.backend_cpus)
-    assert rec == _fields("same:0", None, False, "0")
+    assert rec == _fields("same:0", None, False, "0") and pp.warning is None
     assert fake.calls == [["-a", "-cp", "0", str(PM)]]
     assert pp.command(PGBENCH) == ["taskset", "-c", "0", *PGBENCH]
     assert pp.undo(fake.backend_cpus) == {"backend_cpus_after": "0-1"}
@@ -121,7 +121,7 @@ def test_one_client_point_pins_postmaster_and_pgbench_and_undoes_it() -> None:
 def test_free_points_are_not_touched(clients: int, wanted: str, why: str) -> None:
     pp, fake = _point(clients, wanted)
     rec = pp.apply(PM, fake.backend_cpus)
-    assert rec == _fields("free", why, False, "0-1")
+    assert rec == _fields("free", why, False, "0-1") and pp.warning is None
     assert fake.calls == []
     assert pp.command(PGBENCH) == PGBENCH
     assert pp.undo(fake.backend_cpus) == {} and fake.calls == []
@@ -135,6 +135,7 @@ def test_a_free_point_says_when_backends_are_still_pinned() -> None:
     rec = pp.apply(PM, fake.backend_cpus)
     assert rec["placement"] == "free" and rec["backend_cpus"] == "1"
     assert rec["placement_why"].endswith("; but a new backend may run only on 1")
+    assert pp.warning == rec["placement_why"]  # on the console too
 
 
 def test_taskset_failing_runs_free_and_says_so() -> None:
@@ -146,6 +147,7 @@ def test_taskset_failing_runs_free_and_says_so() -> None:
         "taskset: failed to set pid 4242's affinity"
     )
     assert pp.command(PGBENCH) == PGBENCH  # pgbench free too
+    assert pp.warning == rec["placement_why"]  # on the console too
     assert pp.undo(fake.backend_cpus) == {}  # nothing was pinned
 
 

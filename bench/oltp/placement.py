@@ -192,6 +192,8 @@ class PointPlacement:
         self.decision = decide(wanted, clients, self.allowed)
         self.cpu: int | None = None  # where pgbench runs: set once the pin held
         self.pinned: int | None = None  # the postmaster whose affinity was changed
+        #: what the console should say: a pin that failed, or backends pinned although free
+        self.warning: str | None = None
         self._run = run
         self._which = which
 
@@ -211,9 +213,13 @@ class PointPlacement:
             why = d.why or ""
             if seen is not None and not _same(seen, self.allowed):
                 why += f"; but a new backend may run only on {seen}"
+                self.warning = why
+            if d.fallback:
+                self.warning = why
             return _fields(FREE, why, d.fallback, seen)
         if postmaster is None:
-            return _fields(FREE, "pin failed, ran free: no postmaster pid to pin", True, None)
+            self.warning = "pin failed, ran free: no postmaster pid to pin"
+            return _fields(FREE, self.warning, True, None)
         err = self._taskset(pin_args(postmaster, [d.cpu]))
         if err is None:
             self.pinned = postmaster
@@ -224,7 +230,8 @@ class PointPlacement:
                 f"may run on {seen or '(could not ask)'}"
             )
         if err is not None:
-            return _fields(FREE, f"pin failed, ran free: {err}", True, seen)
+            self.warning = f"pin failed, ran free: {err}"
+            return _fields(FREE, self.warning, True, seen)
         self.cpu = d.cpu
         return _fields(f"{SAME}:{d.cpu}", None, False, seen)
 

@@ -394,10 +394,8 @@ class Runner:
             return rec
         placed = placement.PointPlacement(o.placement, p.clients)
         rec.update(placed.apply(srv.postmaster_pid(), lambda: backend_cpus(srv)))
-        if rec["placement_fallback"]:
-            ui.error(f"{p.label}: placement: {rec['placement_why']}")
-        elif rec["placement"] == placement.FREE and ";" in rec["placement_why"]:
-            ui.notice(f"{p.label}: placement: {rec['placement_why']}")
+        if placed.warning:
+            ui.error(f"{p.label}: placement: {placed.warning}")
         try:
             self.measure(p, cfg, srv, rec, written, log_offset, placed)
         finally:
