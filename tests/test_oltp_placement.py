@@ -7,7 +7,9 @@ taskset on a process of ours. The report's account: tests/test_oltp.py."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -235,3 +237,27 @@ def test_option() -> None:
         args = cli.build_parser().parse_args(["oltp", "--placement", bad])
         with pytest.raises(plan.PlanError, match="--placement"):
             oltp_cli.options(args)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_run_sampler_records_where_client_backends_may_run() -> None:
+    """The measured run's sampler (``run_backend_cpus``): a shell stands in for the
+    postmaster, its two children for client backends, one of them pinned."""
+    from bench.oltp import runner
+
+    allowed = placement.allowed_cpus()
+    cpu = max(allowed)
+    parent = subprocess.Popen(["sh", "-c", f"taskset -c {cpu} sleep 60 & sleep 60 & wait"])
+    try:
+        for _ in range(200):
+            kids = procfs.children(parent.pid)
+            if len(kids) == 2 and all(procfs.comm(k) == "sleep" for k in kids):
+                break
+            time.sleep(0.01)
+        sampler = runner.CpuSampler(parent.pid)
+        sampler._tick()
+        assert sampler.backend_cpus() == sorted({str(cpu), placement.cpu_list(allowed)})
+    finally:
+        for k in procfs.children(parent.pid):
+            os.kill(k, signal.SIGKILL)
+        parent.wait()
