@@ -29,7 +29,10 @@ matrix: --workloads all --clients 1,2,4,8 --memory-ratios 1/2,1/8,1/32,1/128 --r
 se2's hybrid pool runs by name: --configs nvm_base_worker,nvm_se2,nvm_se2_hybrid. Its
 shared_buffers (the DRAM slots for copied pages) is set like every configuration's; its
 nvm_buffer_descriptors cover the database as it is at set-up, x 1.25 for the run's growth,
-+25% and 64 MB (the report states both and whether they still covered the database)."""
++25% and 64 MB (the report states both and whether they still covered the database).
+
+1-client points run pgbench and the server's backends on one vCPU (--placement same, the
+default; points with more clients run where the scheduler puts them): see --placement."""
 
 EPILOG = """\
 Emulated persistent memory: nvm storage is a tmpfs (DRAM); the report says so.
