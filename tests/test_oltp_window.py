@@ -118,6 +118,7 @@ def test_report_window_table() -> None:
     new["warmup"] = {"settled": True, "seconds": 25.0}
     new["window"] = window.summary(new["stats"], 1000)
     new["window_flags"] = []
+    new["placement"] = "free"
     old = _rec("nvm_se2", 1, 2, 1.067, 2)  # a run from before: no window recorded
     other = {**_rec("nvm_se2", 1, 1, 0.0, 0), "workload": "a"}
     rows = report.window_rows([new, old, other], "tpcb")
@@ -128,9 +129,10 @@ def test_report_window_table() -> None:
         "1.067",
         "2/2",
         "-",
+        "–",  # nor its placement
         "checkpoint in the window (2 started, 2 done)",
     ]
-    assert rows[1][4:] == ["900", "6.00", "0.020", "0/0", "25", "ok"]
+    assert rows[1][4:] == ["900", "6.00", "0.020", "0/0", "25", "free", "ok"]
     md = blocks.to_markdown(report.window_blocks([new, old], "tpcb"))
     assert "FPI/txn" in md and "checkpoint in the window" in md
     assert report.window_blocks([other], "tpcb") == []
