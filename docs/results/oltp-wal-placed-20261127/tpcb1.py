@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, "/work/main")
 from bench.core import configs
-from bench.oltp import pgbench, settings, targets, workloads
+from bench.oltp import pgbench, settings, targets
 
 ROWS = 1_000_000
 tg = targets.Target("nvm", ROWS, settings.DEFAULT_PREFIX, 5990)
@@ -82,6 +82,7 @@ if sys.argv[1] == "never":
     subprocess.run(["taskset", "-a", "-cp", "0,1", str(pm)], capture_output=True)
 else:
     for rep in range(4):
-        for name in (("nvm_se2", "nvm_se2_walpmem_cl") if rep % 2 == 0 else ("nvm_se2_walpmem_cl", "nvm_se2")):
+        pair = ("nvm_se2", "nvm_se2_walpmem_cl")
+        for name in pair if rep % 2 == 0 else pair[::-1]:
             run(start(name), "0", "0", rep=rep, config=name)
 srv.stop()
