@@ -62,6 +62,9 @@ class Options:
     #: transaction, for at most ``warmup_max`` seconds (bench.oltp.window)
     warmup_max: float = window.DEFAULT_WARMUP_MAX
     fpi_settled: float = window.DEFAULT_FPI_SETTLED
+    #: TPC-B: VACUUM before the CHECKPOINT and one UPDATE of every heap page after it, so the
+    #: first-touch FPIs are written before the warm-up (bench.oltp.pretouch); --no-pretouch
+    pretouch: bool = True
     repeat: int = settings.DEFAULT_REPEAT
     memory_ratios: list[str] = field(default_factory=lambda: list(settings.DEFAULT_MEMORY_RATIOS))
     #: the configurations (bench.core.selection, built by the command line); None: the defaults

@@ -14,7 +14,7 @@ from typing import Any
 
 from bench.core import blocks, results, rootkind
 from bench.core.blocks import Block, fmt, ratio
-from bench.oltp import placement, settings, window, workloads
+from bench.oltp import placement, pretouch, settings, window, workloads
 from bench.oltp.cells import CPU_GROUPS, Cell, cells, main_cell
 
 EMULATION_CAVEAT = (
@@ -99,7 +99,7 @@ def document(
             f"dropped), CHECKPOINT, {_warmup_text(plan)}, {plan['duration_s']:.0f} s "
             f"measured, {plan['repeat']} repetition(s); shared_buffers {plan['shared_buffers']}, "
             f"data (usertable + key index) {_gb(env)}; pgbench -M prepared, "
-            f"--random-seed {plan['random_seed']}.",
+            f"--random-seed {plan['random_seed']}." + _pretouch_text(plan),
         )
     )
     placed = _placement_text(plan)
@@ -339,6 +339,29 @@ def _warmup_text(plan: dict[str, Any]) -> str:
     )
 
 
+def _pretouch_text(plan: dict[str, Any]) -> str:
+    """The method's sentence on TPC-B's pre-touch (:mod:`bench.oltp.pretouch`), with its
+    leading space; empty without TPC-B or for runs from before the pre-touch."""
+    if "pretouch" not in plan or "tpcb" not in plan["workloads"]:
+        return ""
+    if not plan["pretouch"]:
+        return (
+            " TPC-B: **no pre-touch** (`--no-pretouch`): the first-touch full-page images of "
+            "its uniformly chosen pgbench_accounts pages are written in the warm-up and, "
+            "where it does not settle, in the measured window."
+        )
+    tables = ", ".join(plan.get("pretouch_tables", {}).get("tpcb", []))
+    return (
+        f" TPC-B: **pre-touch** — `VACUUM` of {tables} before the CHECKPOINT (what earlier "
+        "points left dead is cleaned, the tables stay bounded), and after it one `UPDATE` "
+        "per table that sets a balance to itself in one row (the smallest `ctid`) of every "
+        "heap page holding a live row, so each page's first-touch full-page image is "
+        "written before the warm-up, not in the window; then the warm-up above. Its "
+        "seconds and full-page images: column 'pre-touch' of the window table "
+        "(`--no-pretouch` turns it off)."
+    )
+
+
 def window_rows(records: list[dict[str, Any]], workload: str) -> list[list[Any]]:
     """One row per repetition of ``workload``'s main-matrix points: tps and what its
     measured window wrote to WAL (bytes, records and FPIs per transaction), the
@@ -351,7 +374,9 @@ def window_rows(records: list[dict[str, Any]], workload: str) -> list[list[Any]]
             continue
         win = r.get("window") or window.summary(r.get("stats") or {}, r.get("transactions", 0))
         warm = r.get("warmup")
-        flags = r.get("window_flags", window.flags(win, warm))
+        flags = r.get(
+            "window_flags", window.flags(win, warm, r.get("checkpoints_before_window", 0))
+        )
         ck = win["checkpoints"]
         rows.append(
             [
@@ -364,6 +389,7 @@ def window_rows(records: list[dict[str, Any]], workload: str) -> list[list[Any]]
                 fmt(win["wal_fpi_per_txn"], 3),
                 f"{ck['started']}/{ck['done']}",
                 "-" if warm is None else f"{warm.get('seconds', 0):g}",
+                pretouch.summary_text(r.get("pretouch")),
                 _placement_cell(r),
                 "; ".join(flags) or "ok",
             ]
@@ -393,7 +419,8 @@ def window_blocks(records: list[dict[str, Any]], workload: str) -> list[Block]:
             "p",
             'The measured window of each repetition (docs/oltp.md, "The measured window"): '
             "pg_stat_wal's bytes, records and full-page images per transaction, checkpoints "
-            "started/done within it, seconds of warm-up before it, where pgbench and the "
+            "started/done within it, seconds of warm-up before it, TPC-B's pre-touch (its "
+            "UPDATEs' seconds and full-page images; `off`: `--no-pretouch`), where pgbench and the "
             "backends ran (`same:N`: both on vCPU N; `free`: the scheduler's choice); a "
             "window with a checkpoint or after a warm-up that did not settle is flagged.",
         ),
@@ -409,6 +436,7 @@ def window_blocks(records: list[dict[str, Any]], workload: str) -> list[Block]:
                 "FPI/txn",
                 "checkpoints",
                 "warm-up s",
+                "pre-touch",
                 "placement",
                 "window",
             ],

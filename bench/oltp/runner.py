@@ -17,14 +17,22 @@ experiment also shared_buffers = ratio × data):
    Points with more clients, and ``--placement free``, run where the scheduler puts them; a
    pin that fails runs free, said in the record (``placement``, ``placement_why``,
    ``placement_fallback``).
-2. Data on disk: ``sync``, then ``posix_fadvise(DONTNEED)`` on every file of the cluster
-   (the OS page cache is cold too; not ``drop_caches``: see results.drop_os_caches). Then
-   ``CHECKPOINT``: every point starts right after a checkpoint.
+2. TPC-B (unless ``--no-pretouch``): ``VACUUM`` of the tables the pre-touch modifies
+   (:mod:`bench.oltp.pretouch`: what the previous points left dead is cleaned, so the
+   tables stay bounded). Data on disk: ``sync``, then ``posix_fadvise(DONTNEED)`` on every
+   file of the cluster (the OS page cache is cold too; not ``drop_caches``: see
+   results.drop_os_caches). Then ``CHECKPOINT``: every point starts right after a
+   checkpoint. TPC-B (unless ``--no-pretouch``): the pre-touch, one ``UPDATE`` of one row
+   on every heap page of pgbench_accounts, _branches and _tellers, writes the first-touch
+   full-page images before the warm-up; its seconds, pages, rows, FPIs and WAL bytes are
+   recorded (``pretouch``; ``done: false`` and why where it did not run).
 3. Warm-up (:meth:`Runner.warm_up`, docs/oltp.md "The measured window"): the same pgbench
    workload for ``--warmup`` seconds, then in slices of :data:`window.SLICE_S` seconds until
    a slice writes at most ``--fpi-settled`` full-page images per transaction (the
    first-touch FPIs after the checkpoint are written), for at most ``--warmup-max`` seconds;
-   each slice's FPIs and checkpoints are recorded (``warmup``).
+   each slice's FPIs and checkpoints are recorded (``warmup``). The checkpoints that
+   started (server log) between the point's ``CHECKPOINT`` and the window are counted
+   (``checkpoints_before_window``): each starts the first-touch FPIs over.
 4. Snapshots: ``pg_current_wal_lsn()``, ``pg_stat_wal``, ``pg_stat_checkpointer``,
    ``pg_stat_bgwriter``, ``pg_stat_database`` (this database), /proc of every server
    process, this process's reaped-children CPU (pgbench's).
@@ -75,6 +83,7 @@ from bench.oltp import (
     pgbench,
     placement,
     plan,
+    pretouch,
     profile,
     report,
     settings,
@@ -328,6 +337,8 @@ class Runner:
             "warmup_s": o.warmup,
             "warmup_max_s": o.warmup_max,
             "fpi_settled": o.fpi_settled,
+            "pretouch": o.pretouch,
+            "pretouch_tables": {w: [t for t, _ in pretouch.TABLES[w]] for w in pretouch.TABLES},
             "repeat": o.repeat,
             "placement": str(o.placement),
             "shared_buffers": o.shared_buffers,
@@ -418,6 +429,7 @@ class Runner:
         durability and pool as shown, caches, CHECKPOINT, warm-up, the measured run."""
         o = self.o
         w = workloads.WORKLOADS[p.workload]
+        touch = pretouch.applies(p.workload, o.pretouch)
         with srv.connect() as conn:
             shown = {k: srv.show(k) for k in settings.DURABLE}
             rec["durability"] = shown
@@ -426,10 +438,16 @@ class Runner:
             rec["shmem_bytes"] = shmem_bytes(conn)
             if cfg.writes_wal_pmem:
                 rec["wal_pmem"] = _wal_pmem(srv.log_since(log_offset))
+            vacuum_s = _vacuum(conn, p.workload) if touch else None
             rec["os_cache"] = (
                 results.drop_os_caches(srv.cluster.datadir) if cfg.drop_caches else "kept"
             )
             conn.execute("checkpoint")
+            after_checkpoint = srv.log_offset()
+            if touch:
+                rec["pretouch"] = {"vacuum_s": vacuum_s, **pre_touch(conn, p.workload)}
+            else:
+                rec["pretouch"] = pretouch.skipped(p.workload, o.pretouch)
         scripts = workloads.write_scripts(w, p.distribution, self.out / "scripts")
         cluster = srv.cluster
 
@@ -465,6 +483,9 @@ class Runner:
         for f in pgbench.log_files(prefix):
             f.unlink()
         pm = srv.postmaster_pid()
+        rec["checkpoints_before_window"] = pretouch.checkpoints_started(
+            srv.log_since(after_checkpoint)
+        )
         with srv.connect() as conn:
             s0 = stats_snapshot(conn)
             cpu0 = children_cpu()
@@ -514,7 +535,7 @@ class Runner:
         if rec["transactions"] and rec["stats"].get("wal_bytes") is not None:
             rec["wal_bytes_per_txn"] = round(rec["stats"]["wal_bytes"] / rec["transactions"], 1)
         rec["window"] = window.summary(rec["stats"], rec["transactions"])
-        rec["window_flags"] = window.flags(rec["window"], warm)
+        rec["window_flags"] = window.flags(rec["window"], warm, rec["checkpoints_before_window"])
         if r.returncode == 0 and rec["transactions"]:
             rec["status"] = "ok"
 
@@ -612,6 +633,49 @@ class Runner:
         except Exception as e:  # the raw files are what matters; say what failed
             ui.error(f"writing the report failed: {type(e).__name__}: {e}")
         ui.info(f"results in {self.out} (report.md, report.html, runs.jsonl, per_second/)")
+
+
+def _vacuum(conn: psycopg.Connection, workload: str) -> float:
+    """The pre-touch's VACUUM (before the point's CHECKPOINT); its seconds."""
+    t0 = time.monotonic()
+    conn.execute(pretouch.vacuum_sql(workload))
+    return round(time.monotonic() - t0, 3)
+
+
+def pre_touch(conn: psycopg.Connection, workload: str) -> dict[str, Any]:
+    """The pre-touch of a point (:mod:`bench.oltp.pretouch`), right after its CHECKPOINT:
+    per table the pages it had, the rows the UPDATE changed (one per page with a live row)
+    and the seconds; in all the seconds, and from pg_stat_wal (this connection's own
+    counters, flushed before they are read) the full-page images, records and bytes it
+    wrote, and the checkpoints started and done meanwhile."""
+    conn.execute("select pg_stat_force_next_flush()")  # the VACUUM's counters out of the way
+    s0 = stats_snapshot(conn)
+    tables: dict[str, Any] = {}
+    t0 = time.monotonic()
+    for table, column in pretouch.TABLES[workload]:
+        row = conn.execute(pretouch.PAGES_SQL, (table,)).fetchone()
+        t = time.monotonic()
+        cur = conn.execute(pretouch.update_sql(table, column))
+        tables[table] = {
+            "pages": int(row[0]) if row else None,
+            "rows": cur.rowcount,
+            "seconds": round(time.monotonic() - t, 3),
+        }
+    seconds = round(time.monotonic() - t0, 3)
+    conn.execute("select pg_stat_force_next_flush()")  # our WAL counters, at the next idle
+    d = stats_delta(conn, s0, stats_snapshot(conn))
+    wal = d["wal"]
+    return {
+        "done": True,
+        "seconds": seconds,
+        "tables": tables,
+        "pages": sum(t["pages"] or 0 for t in tables.values()),
+        "rows": sum(t["rows"] for t in tables.values()),
+        "wal_fpi": int(wal.get("wal_fpi", 0)),
+        "wal_records": int(wal.get("wal_records", 0)),
+        "wal_bytes": d["wal_bytes"],
+        "checkpoints": window.checkpoints(d["checkpointer"]),
+    }
 
 
 def _wal_pmem(log_text: str) -> dict[str, Any]:

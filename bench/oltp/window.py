@@ -105,10 +105,20 @@ def summary(stats: dict[str, Any], transactions: int) -> dict[str, Any]:
     return out
 
 
-def flags(window: dict[str, Any], warmup: dict[str, Any] | None) -> list[str]:
+def flags(
+    window: dict[str, Any], warmup: dict[str, Any] | None, started_before: int = 0
+) -> list[str]:
     """Why a point's window is not comparable with the steady state, if it is not: a
-    checkpoint started or completed within it, or a warm-up that did not settle."""
+    checkpoint started or completed within it, a warm-up that did not settle, or
+    ``started_before`` checkpoints that started between the point's CHECKPOINT and the
+    window (after the pre-touch of TPC-B, :mod:`bench.oltp.pretouch`, or in the warm-up):
+    each one starts the first-touch FPIs over."""
     out = []
+    if started_before:
+        out.append(
+            f"{started_before} checkpoint(s) started after the point's CHECKPOINT, before the "
+            "window (first-touch FPIs start over)"
+        )
     c = window.get("checkpoints") or {}
     if c.get("started") or c.get("done"):
         out.append(
