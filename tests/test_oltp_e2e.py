@@ -57,6 +57,8 @@ def _oltp(
     clients: str = "1,2",
     ratios: str = "1/2",
     profile: bool = True,
+    warmup: tuple[str, str] = ("1", "6"),
+    extra: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(paths.REPO_ROOT)
@@ -76,9 +78,9 @@ def _oltp(
         "--duration",
         "2",
         "--warmup",
-        "1",
+        warmup[0],
         "--warmup-max",
-        "6",
+        warmup[1],
         "--memory-ratios",
         ratios,
         "--configs",
@@ -89,6 +91,7 @@ def _oltp(
         str(out),
         *build,
         *(["--profile"] if profile and perf.available() is None else []),
+        *extra,
     ]
     return subprocess.run(
         cmd, cwd=paths.REPO_ROOT, env=env, capture_output=True, text=True, timeout=1500, check=False
@@ -295,3 +298,54 @@ def test_oltp_hybrid_memory_experiment(tmp_path: Path, test_clusters: None) -> N
     assert "## Buffer pools and shared memory" in md
     assert "se2's hybrid pool: shared_buffers is its DRAM" in md
     _check_nothing_lost(targets.cluster_name(PREFIX, RECORDS, "nvm"), tpcb=False)
+
+
+def _runs(out: Path) -> list[dict]:  # type: ignore[type-arg]
+    return [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+
+
+def test_oltp_tpcb_pretouch(tmp_path: Path, test_clusters: None) -> None:
+    """TPC-B's pre-touch (bench.oltp.pretouch), from counters only: with no warm-up at all
+    (--warmup 0 --warmup-max 0) the measured window follows the pre-touch directly, and
+    writes fewer full-page images per transaction than the warm-up's settle threshold (the
+    window of a point without it starts with every first touch of pgbench_accounts still
+    to come). The pre-touch changed one row on every page of the three tables that holds
+    one and wrote at least one FPI for each; no checkpoint came between it and the window.
+    Two repetitions: the second's VACUUM runs on what the first left. With
+    --no-pretouch neither the VACUUM nor the UPDATEs run, and the record and the report
+    say so."""
+    name = _configs()[-1]  # nvm_se2 (nvm_base_worker where the build has no se2)
+    out = tmp_path / "pretouch"
+    r = _oltp(out, [name], "tpcb", "1", "none", False, ("0", "0"), ("--repeat", "2"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    runs = _runs(out)
+    assert [x["rep"] for x in runs] == [1, 2] and {x["status"] for x in runs} == {"ok"}
+    tables = ["pgbench_accounts", "pgbench_branches", "pgbench_tellers"]
+    for x in runs:
+        touch, win = x["pretouch"], x["window"]
+        assert touch["done"] is True and list(touch["tables"]) == tables, touch
+        assert touch["vacuum_s"] >= 0 and touch["seconds"] >= 0, touch
+        for t, each in touch["tables"].items():
+            # one row per page: every page of a fresh or vacuumed table holds a live row
+            # (pgbench_accounts: allow 2% emptied by earlier points' updates)
+            assert each["rows"] <= each["pages"], (t, each)
+            assert each["rows"] >= each["pages"] * (0.98 if t == tables[0] else 1), (t, each)
+        assert touch["wal_fpi"] >= touch["rows"] > 0, touch
+        assert x["warmup"]["slices"] == [], x["warmup"]  # nothing between it and the window
+        assert x["checkpoints_before_window"] == 0 and win["checkpoints"]["started"] == 0, x
+        assert win["transactions"] > 0
+        fpi = win["wal_fpi"] / win["transactions"]
+        assert fpi < window.DEFAULT_FPI_SETTLED, (x["key"], x["rep"], win, touch)
+    md = (out / "report.md").read_text()
+    assert "TPC-B: **pre-touch** — `VACUUM` of pgbench_accounts" in md
+    assert " FPI |" in md  # the window table's pre-touch column
+
+    off = tmp_path / "no-pretouch"
+    r = _oltp(off, [name], "tpcb", "1", "none", False, ("0", "0"), ("--no-pretouch",))
+    assert r.returncode == 0, r.stdout + r.stderr
+    (x,) = _runs(off)
+    assert x["pretouch"] == {"done": False, "why": "--no-pretouch"}, x["pretouch"]
+    assert x["status"] == "ok" and x["checkpoints_before_window"] == 0
+    assert json.loads((off / "plan.json").read_text())["pretouch"] is False
+    md = (off / "report.md").read_text()
+    assert "TPC-B: **no pre-touch** (`--no-pretouch`)" in md and "| off |" in md
