@@ -356,8 +356,8 @@ def _pretouch_text(plan: dict[str, Any]) -> str:
         "points left dead is cleaned, the tables stay bounded), and after it one `UPDATE` "
         "per table that sets a balance to itself in one row (the smallest `ctid`) of every "
         "heap page holding a live row, so each page's first-touch full-page image is "
-        "written before the warm-up, not in the window; then the warm-up above. Its "
-        "seconds and full-page images: column 'pre-touch' of the window table "
+        "written before the warm-up, not in the window; the warm-up follows as for every "
+        "point. Its seconds and full-page images: column 'pre-touch' of the window table "
         "(`--no-pretouch` turns it off)."
     )
 
