@@ -86,7 +86,7 @@ def update_sql(table: str, column: str) -> str:
 
 
 #: pages of a table (the main fork), as the UPDATE finds it
-PAGES_SQL = "SELECT pg_relation_size(%s) / current_setting('block_size')::int"
+PAGES_SQL = "SELECT pg_relation_size(%s::regclass) / current_setting('block_size')::int"
 
 
 def checkpoints_started(log_text: str) -> int:

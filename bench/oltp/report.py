@@ -422,7 +422,8 @@ def window_blocks(records: list[dict[str, Any]], workload: str) -> list[Block]:
             "started/done within it, seconds of warm-up before it, TPC-B's pre-touch (its "
             "UPDATEs' seconds and full-page images; `off`: `--no-pretouch`), where pgbench and the "
             "backends ran (`same:N`: both on vCPU N; `free`: the scheduler's choice); a "
-            "window with a checkpoint or after a warm-up that did not settle is flagged.",
+            "window with a checkpoint, after a warm-up that did not settle or after a "
+            "checkpoint that started since the point's CHECKPOINT is flagged.",
         ),
         (
             "table",

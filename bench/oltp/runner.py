@@ -654,12 +654,12 @@ def pre_touch(conn: psycopg.Connection, workload: str) -> dict[str, Any]:
     t0 = time.monotonic()
     for table, column in pretouch.TABLES[workload]:
         row = conn.execute(pretouch.PAGES_SQL, (table,)).fetchone()
-        t = time.monotonic()
+        t1 = time.monotonic()
         cur = conn.execute(pretouch.update_sql(table, column))
         tables[table] = {
             "pages": int(row[0]) if row else None,
             "rows": cur.rowcount,
-            "seconds": round(time.monotonic() - t, 3),
+            "seconds": round(time.monotonic() - t1, 3),
         }
     seconds = round(time.monotonic() - t0, 3)
     conn.execute("select pg_stat_force_next_flush()")  # our WAL counters, at the next idle
