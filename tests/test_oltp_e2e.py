@@ -326,10 +326,12 @@ def test_oltp_tpcb_pretouch(tmp_path: Path, test_clusters: None) -> None:
         assert touch["done"] is True and list(touch["tables"]) == tables, touch
         assert touch["vacuum_s"] >= 0 and touch["seconds"] >= 0, touch
         for t, each in touch["tables"].items():
-            # one row per page: every page of a fresh or vacuumed table holds a live row
-            # (pgbench_accounts: allow 2% emptied by earlier points' updates)
-            assert each["rows"] <= each["pages"], (t, each)
-            assert each["rows"] >= each["pages"] * (0.98 if t == tables[0] else 1), (t, each)
+            # one row per page that holds a live row: pgbench_accounts' pages hold ~60 rows
+            # each and none is emptied by a few thousand updates (2% allowed); a branch or
+            # teller row updated by 2 clients at once may leave its first page empty for
+            # another, so of those only that some row was changed
+            assert 1 <= each["rows"] <= each["pages"], (t, each)
+            assert t != tables[0] or each["rows"] >= 0.98 * each["pages"], (t, each)
         assert touch["wal_fpi"] >= touch["rows"] > 0, touch
         assert x["warmup"]["slices"] == [], x["warmup"]  # nothing between it and the window
         assert x["checkpoints_before_window"] == 0 and win["checkpoints"]["started"] == 0, x
