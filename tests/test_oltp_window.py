@@ -129,10 +129,11 @@ def test_report_window_table() -> None:
         "1.067",
         "2/2",
         "-",
+        "–",  # nor its pre-touch
         "–",  # nor its placement
         "checkpoint in the window (2 started, 2 done)",
     ]
-    assert rows[1][4:] == ["900", "6.00", "0.020", "0/0", "25", "free", "ok"]
+    assert rows[1][4:] == ["900", "6.00", "0.020", "0/0", "25", "–", "free", "ok"]
     md = blocks.to_markdown(report.window_blocks([new, old], "tpcb"))
     assert "FPI/txn" in md and "checkpoint in the window" in md
     assert report.window_blocks([other], "tpcb") == []
