@@ -127,6 +127,8 @@ def test_method_paragraph_states_it() -> None:
     ) in on
     assert "one row (the smallest `ctid`) of every heap page" in on
     assert "(`--no-pretouch` turns it off)" in on
+    assert "on `disk` storage their TPC-B windows start with them in the OS page cache" in on
+    assert "a checkpoint starts during it and the window is flagged" in on
     off = _method(_plan(pretouch=False, pretouch_tables=tables))
     assert "TPC-B: **no pre-touch** (`--no-pretouch`)" in off and "VACUUM" not in off
     # no TPC-B in the run, or a run from before the pre-touch: not a word of it

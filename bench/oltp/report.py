@@ -358,7 +358,11 @@ def _pretouch_text(plan: dict[str, Any]) -> str:
         "heap page holding a live row, so each page's first-touch full-page image is "
         "written before the warm-up, not in the window; the warm-up follows as for every "
         "point. Its seconds and full-page images: column 'pre-touch' of the window table "
-        "(`--no-pretouch` turns it off)."
+        "(`--no-pretouch` turns it off). It reads every page of those tables: on `disk` "
+        "storage their TPC-B windows start with them in the OS page cache, whatever the "
+        "cache drop before the CHECKPOINT removed. Its full-page images are ~8 kB per page "
+        "of them: where that comes near `max_wal_size`, a checkpoint starts during it and "
+        "the window is flagged (column 'window')."
     )
 
 
