@@ -109,6 +109,60 @@ NvmBufferView(Buffer buffer)
 }
 
 /*
+ * EXPERIMENT (hit path, issue 22 item 3): true in a process that uses the
+ * kept views of before (per-buffer tables NvmBufferFlags, NvmBufferPages,
+ * NvmBufferGen on every first pin), false in one that uses the descriptor's
+ * BM_NVM_REDIRECTED and the pin's view (NvmPinnedView()); chosen at process
+ * start (NvmBufInitAccess()).  For the A/B only.
+ */
+extern PGDLLIMPORT bool NvmHitKeptViews;
+
+/*
+ * The redirection as the descriptor's state bit BM_NVM_REDIRECTED
+ * (buf_internals.h, patch 0026; nvm_buf.c asserts that the two agree), for
+ * BufferGetBlock(), which cannot include buf_internals.h: NvmBufferStates is
+ * the address of the first descriptor's state, descriptors are
+ * NVM_BUFFERDESC_SIZE apart.  The pin has just loaded that line.
+ */
+#define NVM_BM_REDIRECTED		(1U << 21)
+#define NVM_BUFFERDESC_SIZE		64
+extern PGDLLIMPORT char *NvmBufferStates;
+
+static inline bool
+NvmBufferRedirectedNow(Buffer buffer)
+{
+	pg_atomic_uint32 *state = (pg_atomic_uint32 *)
+		(NvmBufferStates + (Size) (buffer - 1) * NVM_BUFFERDESC_SIZE);
+
+	return (pg_atomic_read_u32(state) & NVM_BM_REDIRECTED) != 0;
+}
+
+/*
+ * The pinned view a process looked at last: BufferGetBlock() calls on the
+ * same buffer in a row (several per page) need not search the pin's
+ * refcount entry.  Cleared when that view is released (its last pin).
+ */
+extern PGDLLIMPORT Buffer NvmLastViewBuffer;
+extern PGDLLIMPORT char *NvmLastViewPage;
+
+extern char *NvmPinnedView(Buffer buffer, bool resolve);	/* bufmgr.c */
+extern void *NvmBufferGetBlockSlow(Buffer buffer);
+
+/*
+ * NvmBufferPinnedPage -- BufferGetBlock() of a pinned redirected buffer:
+ * the address of its page in this process's mapping, kept with the pin
+ * (resolved by the first call under the pin from the buffer's tag and the
+ * segment's mapping, NvmBufferGetBlockSlow()).
+ */
+static inline void *
+NvmBufferPinnedPage(Buffer buffer)
+{
+	if (likely(buffer == NvmLastViewBuffer))
+		return NvmLastViewPage;
+	return NvmBufferGetBlockSlow(buffer);
+}
+
+/*
  * NvmBufferInvalidated -- the buffer buf_id, whose header spinlock the caller
  * holds, no longer holds a page (InvalidateBuffer(), InvalidateVictimBuffer()):
  * it is not redirected, in se2 its generation changes (views kept of it are
@@ -144,11 +198,21 @@ NvmFollowCopy(void **ptr, Buffer buffer)
 {
 	if (unlikely(NvmSe2Active()) && buffer > 0)
 	{
-		char	   *view = (char *) NvmBufferView(buffer);
-		uintptr_t	off = (uintptr_t) ((char *) *ptr - view);
+		char	   *view;
+		uintptr_t	off;
+
+		if (unlikely(NvmHitKeptViews))	/* EXPERIMENT */
+			view = (char *) NvmBufferView(buffer);
+		else if (buffer == NvmLastViewBuffer)
+			view = NvmLastViewPage;
+		else
+			view = NvmPinnedView(buffer, false);
+		off = (uintptr_t) ((char *) *ptr - view);
 
 		if (view != NULL && off < BLCKSZ &&
-			!(NvmBufferFlags[buffer - 1] & NVM_BUF_REDIRECTED))
+			!(NvmHitKeptViews ?
+			  (NvmBufferFlags[buffer - 1] & NVM_BUF_REDIRECTED) != 0 :
+			  NvmBufferRedirectedNow(buffer)))
 		{
 			/* see the copy's bytes, not older ones: pairs with its release */
 			pg_read_barrier();
@@ -161,7 +225,8 @@ extern Size NvmBufShmemSize(void);
 extern void NvmBufShmemInit(void);
 extern void NvmBufInitAccess(void);
 
-extern void *NvmBufferGetBlockSlow(Buffer buffer);
+extern char *NvmBufferPinView(Buffer buffer, int32 *map);
+extern void NvmBufferUnpinView(Buffer buffer, int32 map);
 extern void NvmBufferForgetView(Buffer buffer);
 extern void NvmBufferCow(Buffer buffer);
 extern bool NvmBufferConditionalCow(Buffer buffer);
@@ -172,6 +237,6 @@ extern bool NvmSkipHintInMapping(const void *ptr);
 extern void NvmPrepareRedirect(const Buffer *buffers, int nbuffers);
 extern char *NvmInPlacePage(PgAioHandle *ioh, uint8 buf_off);
 extern bool NvmInPlaceVerified(const char *page, BlockNumber blkno);
-extern void NvmRedirectDone(Buffer buffer, char *page);
+extern bool NvmRedirectDone(Buffer buffer, char *page);
 
 #endif							/* NVM_BUF_H */

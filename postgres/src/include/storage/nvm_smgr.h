@@ -78,6 +78,8 @@ extern char *nvm_view_reacquire(NvmViewMap map, uint32 epoch,
 								RelFileLocator rlocator, ForkNumber forknum,
 								BlockNumber blocknum, bool *mismatch);
 extern void nvm_view_release(NvmViewMap map);
+extern char *nvm_view_pin(RelFileLocator rlocator, ForkNumber forknum,
+						  BlockNumber blocknum, NvmViewMap *map);
 
 /*
  * The read-only mapped addresses of blocks [blocknum, blocknum + nblocks)

@@ -67,6 +67,8 @@
  */
 #include "postgres.h"
 
+#include <unistd.h>
+
 #include "miscadmin.h"
 #include "storage/aio_internal.h"
 #include "storage/buf_internals.h"
@@ -84,6 +86,19 @@
 
 volatile uint8 *NvmBufferFlags = NULL;
 volatile uint32 *NvmBufferGen = NULL;
+
+/* the descriptors' state words, for BufferGetBlock() (nvm_buf.h) */
+char	   *NvmBufferStates = NULL;
+
+StaticAssertDecl(NVM_BM_REDIRECTED == BM_NVM_REDIRECTED,
+				 "nvm_buf.h's NVM_BM_REDIRECTED must be BM_NVM_REDIRECTED");
+
+/* the pinned view looked at last (nvm_buf.h), InvalidBuffer: none */
+Buffer		NvmLastViewBuffer = InvalidBuffer;
+char	   *NvmLastViewPage = NULL;
+
+/* EXPERIMENT: this process uses the kept views of before (nvm_buf.h) */
+bool		NvmHitKeptViews = false;
 
 /*
  * Per process, the views (NvmView, nvm_buf.h): for each redirected buffer
@@ -163,6 +178,11 @@ NvmBufInitAccess(void)
 	if (nvm_storage_engine != NVM_ENGINE_SE2 || NvmSe2Active())
 		return;
 	Assert(NvmBufferGen != NULL);
+	StaticAssertStmt(sizeof(BufferDescPadded) == NVM_BUFFERDESC_SIZE,
+					 "descriptors must be NVM_BUFFERDESC_SIZE apart");
+	NvmBufferStates = (char *) &GetBufferDescriptor(0)->state;
+	/* EXPERIMENT: the A/B's switch, read once per process */
+	NvmHitKeptViews = access("/tmp/pgnvm-hitpath3-kept-views", F_OK) == 0;
 	NvmViewCxt = AllocSetContextCreate(TopMemoryContext, "NvmBufViews",
 									   ALLOCSET_SMALL_SIZES);
 	NvmViewCount = MemoryContextAllocZero(NvmViewCxt, sizeof(uint16) * nchunks);
@@ -366,6 +386,9 @@ NvmPrepareRedirect(const Buffer *buffers, int nbuffers)
 {
 	uint64		keep_from = NvmViewClock + 1;
 
+	/* the pin's view needs no chunk */
+	if (!NvmHitKeptViews)
+		return;
 	for (int i = 0; i < nbuffers; i++)
 		nvm_view_chunk_ready(buffers[i], keep_from);
 }
@@ -387,15 +410,57 @@ NvmBufferGetBlockSlow(Buffer buffer)
 	char	   *page;
 
 	Assert(NvmSe2Active());
-	Assert(NvmBufferView(buffer) == NULL);
 
-	page = nvm_view_resolve(buffer);
+	if (NvmHitKeptViews)
+	{
+		/* EXPERIMENT: the kept views of before */
+		Assert(NvmBufferView(buffer) == NULL);
+		page = nvm_view_resolve(buffer);
+	}
+	else
+		page = NvmPinnedView(buffer, true);
 	if (page == NULL)
 	{
 		NvmBufferCow(buffer);
 		return NvmSlotBlock(buffer - 1);
 	}
+	if (!NvmHitKeptViews)
+	{
+		NvmLastViewBuffer = buffer;
+		NvmLastViewPage = page;
+	}
 	return page;
+}
+
+/*
+ * NvmBufferPinView -- the first BufferGetBlock() under this process's pin of
+ * a redirected buffer (NvmPinnedView()): the page's address in this
+ * process's read-only mapping of its segment, with the view counted on the
+ * mapping (its handle in *map), or NULL if the segment cannot be mapped.
+ * From the buffer's tag, which the pin keeps stable and has just loaded,
+ * through the process's cache of segments (nvm_view_pin()): no table
+ * indexed by buffer is read.
+ */
+char *
+NvmBufferPinView(Buffer buffer, int32 *map)
+{
+	BufferDesc *buf = GetBufferDescriptor(buffer - 1);
+
+	return nvm_view_pin(BufTagGetRelFileLocator(&buf->tag),
+						BufTagGetForkNum(&buf->tag), buf->tag.blockNum, map);
+}
+
+/*
+ * NvmBufferUnpinView -- this process's last pin of the buffer goes, with
+ * the view of mapping "map" it held (NvmPinnedView()): the address may not
+ * be used any more, and the mapping may go.
+ */
+void
+NvmBufferUnpinView(Buffer buffer, int32 map)
+{
+	if (NvmLastViewBuffer == buffer)
+		NvmLastViewBuffer = InvalidBuffer;
+	nvm_view_release(map);
 }
 
 /*
@@ -515,9 +580,15 @@ nvm_buffer_cow(Buffer buffer, bool conditional)
 	 */
 	if (NvmBufferFlags[buffer - 1] & NVM_BUF_REDIRECTED)
 	{
-		src = NvmBufferView(buffer);
-		if (src == NULL)
-			src = nvm_view_resolve(buffer);
+		if (NvmHitKeptViews)
+		{
+			/* EXPERIMENT: the kept views of before */
+			src = NvmBufferView(buffer);
+			if (src == NULL)
+				src = nvm_view_resolve(buffer);
+		}
+		else
+			src = NvmPinnedView(buffer, true);
 		if (src == NULL)
 		{
 			BufferTag	tag = buf->tag;
@@ -592,6 +663,7 @@ nvm_buffer_cow(Buffer buffer, bool conditional)
 		if (ok)
 		{
 			NvmBufferFlags[buffer - 1] = 0;
+			buf_state &= ~BM_NVM_REDIRECTED;
 			/* it shows the slot now: views kept of the mapping are stale */
 			NvmBufferGen[buffer - 1]++;
 		}
@@ -702,12 +774,13 @@ NvmInPlaceVerified(const char *page, BlockNumber blkno)
  * other process looks at the flags yet); TerminateBufferIO(), which sets
  * BM_VALID under the header spinlock, publishes it.
  */
-void
+bool
 NvmRedirectDone(Buffer buffer, char *page)
 {
 	Assert(NvmSe2Active());
 
-	if (unlikely(NvmBufferPages[(buffer - 1) >> NVM_VIEW_CHUNK_BITS] == NULL))
+	if (NvmHitKeptViews &&
+		unlikely(NvmBufferPages[(buffer - 1) >> NVM_VIEW_CHUNK_BITS] == NULL))
 	{
 		/*
 		 * Not prepared (NvmPrepareRedirect()), and a view cannot be recorded
@@ -716,7 +789,7 @@ NvmRedirectDone(Buffer buffer, char *page)
 		 */
 		memcpy(NvmSlotBlock(buffer - 1), page, BLCKSZ);
 		MyNvmStats->mapped_reads++;
-		return;
+		return false;
 	}
 	if (NvmHybridPool)
 	{
@@ -742,6 +815,10 @@ NvmRedirectDone(Buffer buffer, char *page)
 	 * I/O is in progress, and BM_VALID publishes it with the flag.
 	 */
 	NvmBufferGen[buffer - 1]++;
-	nvm_view_set(buffer, page, nvm_view_map_of(page), NvmBufferGen[buffer - 1]);
+	/* the pin's view is taken by its first BufferGetBlock() */
+	if (NvmHitKeptViews)
+		nvm_view_set(buffer, page, nvm_view_map_of(page),
+					 NvmBufferGen[buffer - 1]);
 	MyNvmStats->redirects++;
+	return true;
 }

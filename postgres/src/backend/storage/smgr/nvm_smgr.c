@@ -216,6 +216,45 @@ static NvmViewMap NvmViewMapsFree = NVM_NO_VIEW_MAP;
 /* a failed mmap() is logged once per process */
 static bool NvmFallbackLogged = false;
 
+/*
+ * The segment cache (the hit path, issue 22 item 3; docs/storage-engines.md
+ * H4): for the first BufferGetBlock() under a pin of a redirected buffer,
+ * which segment's read-only mapping, from the buffer's tag, without a
+ * look-up of the relation (smgropen()'s hash) or of the buffer (nothing
+ * indexed by buffer).  Direct-mapped, NVM_SEG_CACHE entries keyed by
+ * relation and segment (only main forks are read in place); an entry holds
+ * the mapping's handle and its epoch then: it is good only while the
+ * handle's epoch is that one, i.e. while the mapping was not let go
+ * (nvm_let_go() changes the epoch, and clears the entry).  A relfilenumber
+ * given to a new relation is therefore never served from an old entry: the
+ * old relation's mappings were let go when the process absorbed its
+ * invalidation (nvm_close()), before it could lock the new one, as md.c's
+ * file descriptors are closed.  A query touches a few dozen segments: the
+ * cache (1.5 kB) stays in L1.
+ */
+#define NVM_SEG_CACHE_BITS	6
+#define NVM_SEG_CACHE		(1 << NVM_SEG_CACHE_BITS)
+
+typedef struct NvmSegCacheEntry
+{
+	RelFileLocator rlocator;
+	BlockNumber segno;
+	NvmViewMap	map;			/* the mapping's handle */
+	uint32		epoch;			/* its epoch when cached; 0: empty */
+} NvmSegCacheEntry;
+
+static NvmSegCacheEntry NvmSegCache[NVM_SEG_CACHE];
+
+/* the entry of the segment cache for segment segno of rlocator */
+static inline NvmSegCacheEntry *
+nvm_seg_cache_entry(RelFileLocator rlocator, BlockNumber segno)
+{
+	uint32		h = (rlocator.relNumber ^ (rlocator.dbOid << 7) ^
+					 (segno * 0x9E3779B1U)) * 0x9E3779B1U;
+
+	return &NvmSegCache[h >> (32 - NVM_SEG_CACHE_BITS)];
+}
+
 
 
 /*
@@ -396,15 +435,21 @@ nvm_let_go(NvmMapping *m)
 {
 	if (m == NULL)
 		return;
-	m->reln = NULL;
 	if (m->readonly)
 	{
+		NvmSegCacheEntry *c = nvm_seg_cache_entry(m->reln->smgr_rlocator.locator,
+												  m->segno);
+
 		/* whatever is mapped at this address later, no verdict is about it */
 		NvmVerifyForget(m->addr, NVM_SEGMENT_BYTES);
 		/* no view kept of it is taken again (H4): it may go at once */
 		NvmViewMaps[m->view_map].epoch =
 			nvm_epoch_next(NvmViewMaps[m->view_map].epoch);
+		/* nor is it found in the segment cache (the epoch says so anyway) */
+		if (c->map == m->view_map)
+			c->epoch = 0;
 	}
+	m->reln = NULL;
 	if (m->views > 0)
 	{
 		dlist_delete(&m->node);
@@ -845,6 +890,73 @@ nvm_view_reacquire(NvmViewMap map, uint32 epoch, RelFileLocator rlocator,
 		dlist_push_head(&NvmLru, &m->node);
 	}
 	return m->addr + (size_t) BLCKSZ * (blocknum % ((BlockNumber) RELSEG_SIZE));
+}
+
+/*
+ * nvm_view_pin -- for the first BufferGetBlock() under a pin of a redirected
+ * buffer (nvm_buf.c): the address of block blocknum of the relation and
+ * fork of the buffer's tag in this process's read-only mapping of its
+ * segment, with a view counted on the mapping (its handle in *map, for
+ * nvm_view_release() at the last unpin); NULL if the segment cannot be
+ * mapped here.  From the segment cache when its entry is good (views_kept),
+ * else looked up and mapped as for a read (views_resolved, after
+ * views_stale if the entry's mapping was let go).  The entry is checked
+ * against the mapping it names (relation, segment, owned): a 32-bit epoch
+ * that came round could name another (view_mismatches, which must stay 0).
+ */
+char *
+nvm_view_pin(RelFileLocator rlocator, ForkNumber forknum,
+			 BlockNumber blocknum, NvmViewMap *map)
+{
+	BlockNumber segno = blocknum / ((BlockNumber) RELSEG_SIZE);
+	NvmSegCacheEntry *c = nvm_seg_cache_entry(rlocator, segno);
+	NvmMapping *m;
+	char	   *page;
+
+	Assert(forknum == MAIN_FORKNUM);
+	if (c->epoch != 0 && c->segno == segno &&
+		RelFileLocatorEquals(c->rlocator, rlocator))
+	{
+		NvmViewMapEntry *e = &NvmViewMaps[c->map];
+
+		if (likely(e->epoch == c->epoch))
+		{
+			m = e->m;
+			if (likely(m != NULL && m->reln != NULL && m->segno == segno &&
+					   RelFileLocatorEquals(m->reln->smgr_rlocator.locator,
+											rlocator)))
+			{
+				m->views++;
+				/* used: most recently (as nvm_segment() would) */
+				if (dlist_head_node(&NvmLru) != &m->node)
+				{
+					dlist_delete(&m->node);
+					dlist_push_head(&NvmLru, &m->node);
+				}
+				*map = c->map;
+				MyNvmStats->views_kept++;
+				return m->addr +
+					(size_t) BLCKSZ * (blocknum % ((BlockNumber) RELSEG_SIZE));
+			}
+			MyNvmStats->view_mismatches++;
+		}
+		else
+			MyNvmStats->views_stale++;
+		c->epoch = 0;
+	}
+
+	page = nvm_mapped_block(rlocator, forknum, blocknum, map);
+	if (page == NULL)
+		return NULL;
+	m = NvmViewMaps[*map].m;
+	Assert(m != NULL && m->reln != NULL);
+	m->views++;
+	c->rlocator = rlocator;
+	c->segno = segno;
+	c->map = *map;
+	c->epoch = NvmViewMaps[*map].epoch;
+	MyNvmStats->views_resolved++;
+	return page;
 }
 
 /*
