@@ -225,7 +225,7 @@ static bool NvmFallbackLogged = false;
  * relation and segment (only main forks are read in place); an entry holds
  * the mapping's handle and its epoch then: it is good only while the
  * handle's epoch is that one, i.e. while the mapping was not let go
- * (nvm_let_go() changes the epoch, and clears the entry).  A relfilenumber
+ * (nvm_let_go() changes the epoch).  A relfilenumber
  * given to a new relation is therefore never served from an old entry: the
  * old relation's mappings were let go when the process absorbed its
  * invalidation (nvm_close()), before it could lock the new one, as md.c's
@@ -435,21 +435,19 @@ nvm_let_go(NvmMapping *m)
 {
 	if (m == NULL)
 		return;
+	m->reln = NULL;
 	if (m->readonly)
 	{
-		NvmSegCacheEntry *c = nvm_seg_cache_entry(m->reln->smgr_rlocator.locator,
-												  m->segno);
-
 		/* whatever is mapped at this address later, no verdict is about it */
 		NvmVerifyForget(m->addr, NVM_SEGMENT_BYTES);
-		/* no view kept of it is taken again (H4): it may go at once */
+
+		/*
+		 * no view kept of it is taken again (H4), nor is it found through the
+		 * segment cache (nvm_view_pin()): it may go at once
+		 */
 		NvmViewMaps[m->view_map].epoch =
 			nvm_epoch_next(NvmViewMaps[m->view_map].epoch);
-		/* nor is it found in the segment cache (the epoch says so anyway) */
-		if (c->map == m->view_map)
-			c->epoch = 0;
 	}
-	m->reln = NULL;
 	if (m->views > 0)
 	{
 		dlist_delete(&m->node);
