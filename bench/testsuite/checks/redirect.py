@@ -11,18 +11,6 @@ restarted (cold buffers). Then, with ``pgnvm_stats`` read before and after:
   seq/bitmap scans off) must redirect the heap pages they fetch too (patch 0010): at least
   the number of distinct heap blocks of the looked-up rows, minus the slack.
 
-* (plain se2 only) a pool wider than the views a backend may keep: restarted with
-  shared_buffers = WIDE_SB (22 chunks of NVM_VIEW_CHUNK buffers in nvm_buf.c) and with
-  ``nvm_view_memory`` set to VIEW_MEMORY_CHUNKS chunks (of 24 B views) in the session, an
-  index scan over every row of a table of more heap pages than those chunks hold fetches
-  them in order from a cold pool, so its views move through chunk after chunk: beyond the
-  bound, the least recently used chunk is dropped (kept views and all) and its memory
-  reused (``view_chunks_dropped`` must grow). The answer must be right, about every heap
-  block redirected, and some redirected buffer must lie beyond the bound's chunks (else
-  the path was not taken). Then, cold again, one read (pg_prewarm's first, 16 blocks)
-  into descriptors of 16 chunks by a session at ``nvm_view_memory``'s minimum (5 chunks):
-  every block must be redirected (no chunk readied for the read taken for another of it).
-
 * (se2) the views of hits (H4g of docs/storage-engines.md: a pin's view is computed
   from the buffer's tag through the process's segment cache), two sessions A and B, a
   table S of KEPT_PAGES pages and a table R of more pages than the pool has descriptors,
@@ -145,151 +133,7 @@ def expect_redirects(
     return out
 
 
-#: nvm_buf.c: buffers per view chunk (NVM_VIEW_CHUNK) and bytes per view (sizeof(NvmView))
-VIEW_CHUNK = 1024
-VIEW_BYTES = 24
-VIEW_MEMORY_CHUNKS = 10  # nvm_view_memory of part 3, in chunks
-WIDE_SB = "176MB"  # 22 chunks
-WIDE_TABLE = "redir_wide"
 WIDE_ROW_PAD = 1800  # 4 rows per heap page, not TOASTed
-WIDE_PAGES = 19 * VIEW_CHUNK  # heap pages: more than the bound's chunks' buffers
-#: part 3's read across chunks: D's pages, placed a chunk apart, and T, read by A
-SPREAD_TABLE = "redir_spread"
-SPREAD_PAGES = 18  # one per chunk: 18 x (VIEW_CHUNK - 1) pages of WIDE_TABLE between them
-ONE_READ_TABLE = "redir_one_read"
-ONE_READ_PAGES = 64
-VIEW_MEMORY_MIN = "128kB"  # nvm_view_memory's minimum: 5 chunks
-
-
-def _one_read_across_chunks(env: EngineEnv) -> str:
-    """Part 3, in a cold wide pool: one read whose buffers lie in more chunks than
-    ``nvm_view_memory`` at its minimum keeps. B places D's pages a chunk apart (after a
-    restart the free list hands out descriptors in order: it reads VIEW_CHUNK - 1 pages of
-    the wide table before each) and drops D, which puts those descriptors at the head of
-    the free list. A, with ``nvm_view_memory`` at its minimum (5 chunks), prewarms T:
-    pg_prewarm's stream reads io_combine_limit (16) blocks at once from the start, into
-    D's descriptors, so the read readies views in 16 chunks before it completes. None of
-    them may be taken for another (a buffer whose chunk went is copied, not redirected):
-    every block of T must be redirected."""
-    with env.server.connect() as b, env.server.connect() as a:
-        a.execute(f"SET nvm_view_memory = '{VIEW_MEMORY_MIN}'")
-        # A's look-ups of pg_prewarm and T now: its measured call reads T's blocks only
-        a.execute(f"SELECT pg_prewarm('{ONE_READ_TABLE}', 'buffer', 'main', 0, 0)")
-        counters.read_counters(a, own=True)
-        step = VIEW_CHUNK - 1
-        for k in range(SPREAD_PAGES):
-            b.execute(
-                f"SELECT pg_prewarm('{WIDE_TABLE}', 'buffer', 'main', %s, %s)",
-                (k * step, k * step + step - 1),
-            )
-            b.execute(f"SELECT pg_prewarm('{SPREAD_TABLE}', 'buffer', 'main', %s, %s)", (k, k))
-        ids = [
-            int(r[0])
-            for r in b.execute(
-                "SELECT bufferid FROM pg_buffercache "
-                "WHERE relfilenode = pg_relation_filenode(%s::regclass)",
-                (SPREAD_TABLE,),
-            ).fetchall()
-        ]
-        chunks = {(i - 1) // VIEW_CHUNK for i in ids}
-        if len(chunks) != SPREAD_PAGES:
-            raise CheckFailed(
-                f"read across chunks, set-up: {SPREAD_TABLE}'s {len(ids)} buffers lie in "
-                f"{len(chunks)} chunks, expected {SPREAD_PAGES} (buffers {sorted(ids)})"
-            )
-        b.execute(f"DROP TABLE {SPREAD_TABLE}")
-        before = counters.read_counters(a, own=True)
-        loaded = a.execute(
-            f"SELECT pg_prewarm('{ONE_READ_TABLE}', 'buffer', 'main', 1, %s)",
-            (ONE_READ_PAGES - 1,),
-        ).fetchone()[0]  # type: ignore[index]
-        d = counters.delta(before, counters.read_counters(a, own=True))
-        b.execute(f"DROP TABLE {ONE_READ_TABLE}")
-    if loaded != ONE_READ_PAGES - 1 or d["redirects"] < loaded:
-        raise CheckFailed(
-            f"read across chunks: with nvm_view_memory = {VIEW_MEMORY_MIN}, A's pg_prewarm of "
-            f"{ONE_READ_TABLE} into descriptors of {SPREAD_PAGES} chunks loaded {loaded} "
-            f"blocks and redirected {d['redirects']} (every one expected: a block whose "
-            f"view chunk another of the same read took is copied); {counters.fmt(d)}"
-        )
-    return (
-        f"one read across {SPREAD_PAGES} chunks at nvm_view_memory = {VIEW_MEMORY_MIN}: "
-        f"{d['redirects']} of {loaded} blocks redirected, mapped_reads+{d['mapped_reads']}"
-    )
-
-
-def _wide_pool(env: EngineEnv) -> str:
-    """Part 3: an index scan's views through more chunks than a backend keeps; then one
-    read across more chunks than the bound's minimum (``_one_read_across_chunks()``)."""
-    rows = WIDE_PAGES * 4
-    with env.server.connect() as c:
-        c.execute(f"DROP TABLE IF EXISTS {WIDE_TABLE}")
-        c.execute(
-            f"CREATE TABLE {WIDE_TABLE} (id int PRIMARY KEY, pad text) "
-            "WITH (autovacuum_enabled = off)"
-        )
-        c.execute(
-            f"INSERT INTO {WIDE_TABLE} SELECT g, repeat(chr(65 + mod(g, 26)), {WIDE_ROW_PAD}) "
-            "FROM generate_series(1, %s) g",
-            (rows,),
-        )
-        c.execute(f"VACUUM {WIDE_TABLE}")
-        for t, pages in ((SPREAD_TABLE, SPREAD_PAGES), (ONE_READ_TABLE, ONE_READ_PAGES)):
-            _kept_table(c, t, pages, 1)
-        pages = c.execute(f"SELECT pg_relation_size('{WIDE_TABLE}') / 8192").fetchone()[0]  # type: ignore[index]
-        want = c.execute(f"SELECT count(*), sum(length(pad)) FROM {WIDE_TABLE}").fetchone()
-    if pages < VIEW_MEMORY_CHUNKS * VIEW_CHUNK + VIEW_CHUNK:
-        raise CheckFailed(f"{WIDE_TABLE} has {pages} heap pages, too few for part 3")
-    view_memory = f"{VIEW_MEMORY_CHUNKS * VIEW_CHUNK * VIEW_BYTES // 1024}kB"
-    # the hybrid pool: descriptors are what views are kept for, not the slots
-    wide = "nvm_buffer_descriptors" if env.config.hybrid_pool else "shared_buffers"
-    try:
-        with env.server.temporary({wide: WIDE_SB}):
-            env.server.restart()  # cold, and wider than the kept chunks
-            with env.server.connect() as c:
-                nvmstats.ensure_extensions(c)
-                _set(c, {**INDEX_ONLY, "nvm_view_memory": view_memory})
-                before = counters.read_counters(c, own=True)
-                got = c.execute(
-                    f"SELECT count(*), sum(length(pad)) FROM {WIDE_TABLE} WHERE id > 0"
-                ).fetchone()
-                d = counters.delta(before, counters.read_counters(c, own=True))
-                far = c.execute(
-                    "SELECT count(*) FROM pg_buffercache b JOIN pgnvm_buffers() n "
-                    "USING (bufferid) WHERE n.redirected AND b.bufferid > %s "
-                    "AND b.relfilenode = pg_relation_filenode(%s::regclass)",
-                    (VIEW_MEMORY_CHUNKS * VIEW_CHUNK, WIDE_TABLE),
-                ).fetchone()[0]  # type: ignore[index]
-            env.server.restart()  # cold again
-            one_read = _one_read_across_chunks(env)
-    finally:
-        env.server.restart()  # the usual shared_buffers
-    if got != want:
-        raise CheckFailed(f"wide pool: the index scan returned {got}, the seq scan {want}")
-    if d["redirects"] < pages - slack(pages):
-        raise CheckFailed(
-            f"wide pool: {pages} heap pages fetched by an index scan from a cold pool, but "
-            f"redirects grew by only {d['redirects']}; {counters.fmt(d)}"
-        )
-    if far == 0:
-        raise CheckFailed(
-            f"wide pool: no redirected buffer of {WIDE_TABLE} beyond buffer "
-            f"{VIEW_MEMORY_CHUNKS * VIEW_CHUNK}: the views never left the bound's chunks"
-        )
-    if d["view_chunks_dropped"] <= 0:
-        raise CheckFailed(
-            f"wide pool: views in {far} buffers beyond nvm_view_memory = {view_memory} "
-            f"({VIEW_MEMORY_CHUNKS} chunks), yet no chunk of kept views was dropped; "
-            f"{counters.fmt(d)}"
-        )
-    with env.server.connect() as c:
-        c.execute(f"DROP TABLE {WIDE_TABLE}")
-    return (
-        f"wide pool ({WIDE_SB}): {pages} heap pages by index -> redirects+{d['redirects']}, "
-        f"{far} redirected buffers beyond nvm_view_memory = {view_memory}, "
-        f"{d['view_chunks_dropped']} chunks of kept views dropped; {one_read}"
-    )
-
 
 #: part 5 (views kept across pins): S's pages, rows per page (WIDE_ROW_PAD), R beyond the pool
 KEPT_S = "redir_kept_s"
@@ -762,9 +606,6 @@ def redirect(env: EngineEnv, limit: float) -> str:
         c.execute(f"DROP TABLE {TABLE}")
     if env.engine == "se2":
         notes.append(_kept_views(env))
-    cfg = env.config
-    if env.engine == "se2" and cfg.prefetch == "off" and not cfg.writes_wal_pmem:
-        notes.append(_wide_pool(env))
     notes.append(redirect_btree.btree_in_place(env))
     return f"{size >> 20} MB table, {sb >> 20} MB shared_buffers, after a restart; " + "; ".join(
         notes

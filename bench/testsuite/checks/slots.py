@@ -91,7 +91,6 @@ PER_DESCRIPTOR = (
     "Shared Buffer Lookup Table",
     "<anonymous>",
     "pgnvm buffer flags",
-    "pgnvm buffer generations",
     "pgnvm slot maps",
 )
 #: of those, the ones that are NBuffers entries: they must grow (the restart took effect)
@@ -99,7 +98,6 @@ GROWS = (
     "Buffer Descriptors",
     "Buffer IO Condition Variables",
     "pgnvm buffer flags",
-    "pgnvm buffer generations",
 )
 #: allocations of the hybrid pool only (4 B per slot)
 HYBRID_ONLY = ("pgnvm slot free list",)

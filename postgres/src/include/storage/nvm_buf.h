@@ -7,14 +7,14 @@
  * A shared buffer is *redirected* when its page is not in its slot of the
  * buffer pool but read in place from the relation file, through each
  * process's own read-only mapping of the segment.  The redirection is
- * recorded in shared memory (NvmBufferFlags, one byte per buffer, changed
- * only under the buffer header spinlock); each process caches the address of
- * the page in its own mapping (NvmBufferPages) for the buffers it has pinned,
- * and keeps after the last pin the buffer's generation (NvmBufferGen,
- * shared) and the mapping's handle, from which the next pin gets the address
- * back without looking the page up if neither changed.  BufferGetBlock()
- * consults the flag and the address.  See docs/storage-engines.md (R1-R8,
- * H4).
+ * recorded in the buffer's descriptor (BM_NVM_REDIRECTED, patch 0026) and in
+ * shared memory (NvmBufferFlags, one byte per buffer, with the copy-on-write
+ * state), both changed only under the buffer header spinlock.  A process
+ * that pins a redirected buffer keeps the address of the page in its own
+ * mapping with the pin (its PrivateRefCountEntry), computed by the first
+ * BufferGetBlock() under the pin from the buffer's tag through the
+ * process's cache of segment mappings: nothing indexed by buffer is read on
+ * a hit.  See docs/storage-engines.md (R1-R8, H4g).
  *
  * src/include/storage/nvm_buf.h
  *
@@ -41,81 +41,24 @@
 extern PGDLLIMPORT volatile uint8 *NvmBufferFlags;
 
 /*
- * shared, se2 only (NULL in base and se1): each buffer's generation, bumped
- * at every change of what the buffer shows -- invalidation or eviction,
- * copy-on-write, demotion by the slot clock, a read that redirects -- under
- * its header spinlock (the read: while its I/O is in progress, published
- * with the flag by BM_VALID).  A view kept with another generation is stale
- * (H4).
- */
-extern PGDLLIMPORT volatile uint32 *NvmBufferGen;
-
-/*
- * per process: this process's view of a redirected buffer's page.  page is
- * the address in this process's mapping while the process pins the buffer
- * and has resolved it (what BufferGetBlock() returns), else NULL.  After the
- * last pin the rest is kept: the buffer's generation when the view was
- * taken, the mapping's handle and epoch (nvm_smgr.c's NvmViewMap); a later
- * pin takes the view again, without looking the page up, if the generation
- * and the epoch are still those (NvmBufferGetBlockSlow()).  map_epoch 0:
- * nothing kept.  24 bytes.
- */
-typedef struct NvmView
-{
-	char	   *page;			/* while pinned and resolved: the page */
-	uint32		gen;			/* NvmBufferGen[] when the view was taken */
-	int32		map;			/* the mapping's handle (NvmViewMap) */
-	uint32		map_epoch;		/* its epoch then; 0: nothing kept */
-} NvmView;
-
-/*
- * The views, in chunks of NVM_VIEW_CHUNK buffers, a chunk allocated when one
- * of its buffers first gets a view and kept while nvm_view_memory allows
- * (beyond, the least recently used chunk without a pinned view is dropped,
- * kept views and all).  The table of chunks is NULL unless
- * nvm_storage_engine = se2, which keeps BufferGetBlock() to one test of a
- * global in the other engines.
- */
-#define NVM_VIEW_CHUNK_BITS		10
-#define NVM_VIEW_CHUNK			(1 << NVM_VIEW_CHUNK_BITS)
-extern PGDLLIMPORT NvmView **NvmBufferPages;
-
-/*
- * NvmSe2Active -- is se2 on in this process?  True once a process of a
- * server with nvm_storage_engine = se2 has set up its views
+ * Is se2 on in this process?  Set once a process of a server with
+ * nvm_storage_engine = se2 has set up its buffer manager access
  * (NvmBufInitAccess(), from InitBufferManagerAccess()): from then on it may
  * meet redirected buffers.  False in base and se1, and in processes that
- * have no buffer manager access (the postmaster).  The one test of "se2 is
- * on" of the buffer manager and its callers: a load of a global, so that
- * the other engines pay no more than that on the hot paths
- * (BufferGetBlock()).
+ * have no buffer manager access (the postmaster).
+ */
+extern PGDLLIMPORT bool NvmSe2On;
+
+/*
+ * NvmSe2Active -- the one test of "se2 is on" of the buffer manager and its
+ * callers: a load of a global, so that the other engines pay no more than
+ * that on the hot paths (BufferGetBlock()).
  */
 static inline bool
 NvmSe2Active(void)
 {
-	return NvmBufferPages != NULL;
+	return NvmSe2On;
 }
-
-/*
- * this process's view of a pinned shared buffer's page, or NULL (se2 only):
- * only a view resolved under the pin, never a kept one
- */
-static inline void *
-NvmBufferView(Buffer buffer)
-{
-	NvmView    *chunk = NvmBufferPages[(buffer - 1) >> NVM_VIEW_CHUNK_BITS];
-
-	return chunk ? chunk[(buffer - 1) & (NVM_VIEW_CHUNK - 1)].page : NULL;
-}
-
-/*
- * EXPERIMENT (hit path, issue 22 item 3): true in a process that uses the
- * kept views of before (per-buffer tables NvmBufferFlags, NvmBufferPages,
- * NvmBufferGen on every first pin), false in one that uses the descriptor's
- * BM_NVM_REDIRECTED and the pin's view (NvmPinnedView()); chosen at process
- * start (NvmBufInitAccess()).  For the A/B only.
- */
-extern PGDLLIMPORT bool NvmHitKeptViews;
 
 /*
  * The redirection as the descriptor's state bit BM_NVM_REDIRECTED
@@ -164,21 +107,16 @@ NvmBufferPinnedPage(Buffer buffer)
 
 /*
  * NvmBufferInvalidated -- the buffer buf_id, whose header spinlock the caller
- * holds, no longer holds a page (InvalidateBuffer(), InvalidateVictimBuffer()):
- * it is not redirected, in se2 its generation changes (views kept of it are
- * stale), and in the hybrid pool it gives its slot back.  base and se1 take
- * one branch here, as before generations (NvmHybridPool implies se2).
+ * holds, no longer holds a page (InvalidateBuffer(), InvalidateVictimBuffer(),
+ * which clear BM_NVM_REDIRECTED with the descriptor's other flags): it is not
+ * redirected, and in the hybrid pool it gives its slot back.
  */
 static inline void
 NvmBufferInvalidated(int buf_id)
 {
 	NvmBufferFlags[buf_id] = 0;
-	if (NvmBufferGen != NULL)
-	{
-		NvmBufferGen[buf_id]++;
-		if (NvmHybridPool)
-			NvmSlotInvalidated(buf_id);
-	}
+	if (NvmHybridPool)
+		NvmSlotInvalidated(buf_id);
 }
 
 /*
@@ -196,23 +134,14 @@ NvmBufferInvalidated(int buf_id)
 static inline void
 NvmFollowCopy(void **ptr, Buffer buffer)
 {
-	if (unlikely(NvmSe2Active()) && buffer > 0)
+	if (unlikely(NvmSe2Active()) && buffer > 0 &&
+		!NvmBufferRedirectedNow(buffer))
 	{
-		char	   *view;
-		uintptr_t	off;
+		char	   *view = buffer == NvmLastViewBuffer ? NvmLastViewPage :
+			NvmPinnedView(buffer, false);
+		uintptr_t	off = (uintptr_t) ((char *) *ptr - view);
 
-		if (unlikely(NvmHitKeptViews))	/* EXPERIMENT */
-			view = (char *) NvmBufferView(buffer);
-		else if (buffer == NvmLastViewBuffer)
-			view = NvmLastViewPage;
-		else
-			view = NvmPinnedView(buffer, false);
-		off = (uintptr_t) ((char *) *ptr - view);
-
-		if (view != NULL && off < BLCKSZ &&
-			!(NvmHitKeptViews ?
-			  (NvmBufferFlags[buffer - 1] & NVM_BUF_REDIRECTED) != 0 :
-			  NvmBufferRedirectedNow(buffer)))
+		if (view != NULL && off < BLCKSZ)
 		{
 			/* see the copy's bytes, not older ones: pairs with its release */
 			pg_read_barrier();
@@ -227,16 +156,14 @@ extern void NvmBufInitAccess(void);
 
 extern char *NvmBufferPinView(Buffer buffer, int32 *map);
 extern void NvmBufferUnpinView(Buffer buffer, int32 map);
-extern void NvmBufferForgetView(Buffer buffer);
 extern void NvmBufferCow(Buffer buffer);
 extern bool NvmBufferConditionalCow(Buffer buffer);
 extern bool NvmBufferIsRedirected(Buffer buffer);
 extern bool NvmSkipHintInMapping(const void *ptr);
 
 /* completion of a read whose blocks the storage manager left in place */
-extern void NvmPrepareRedirect(const Buffer *buffers, int nbuffers);
 extern char *NvmInPlacePage(PgAioHandle *ioh, uint8 buf_off);
 extern bool NvmInPlaceVerified(const char *page, BlockNumber blkno);
-extern bool NvmRedirectDone(Buffer buffer, char *page);
+extern void NvmRedirectDone(Buffer buffer);
 
 #endif							/* NVM_BUF_H */

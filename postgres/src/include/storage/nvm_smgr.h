@@ -56,30 +56,23 @@ typedef struct NvmSegMap
 
 /*
  * For the buffer manager (nvm_buf.c), which calls us and never the reverse:
- * the read-only mapped address of a block in this process (NULL if its
- * segment cannot be mapped), and the views it holds into the mappings (a
+ * the read-only mapped address of a buffer's block in this process (NULL if
+ * its segment cannot be mapped), and the views it holds into the mappings (a
  * mapping is never unmapped while a view of it is held: pointers into a
  * redirected page stay valid under the pin).  A view names its mapping by
  * a handle, NvmViewMap: an index into this process's table of read-only
- * mappings, so that taking and releasing a view looks nothing up.  A view
- * kept after the last pin (with the epoch nvm_view_acquire() returned)
- * holds nothing; nvm_view_reacquire() takes it again if its mapping was not
- * let go since (docs/storage-engines.md, H4).
+ * mappings, so that releasing a view looks nothing up.  nvm_view_pin()
+ * finds the mapping of a buffer's block from its tag through a small cache
+ * of segments, whose entries are good only while their mapping was not let
+ * go (docs/storage-engines.md, H4g).
  */
 typedef int32 NvmViewMap;
 
 #define NVM_NO_VIEW_MAP		(-1)
 
-extern char *nvm_mapped_block(RelFileLocator rlocator, ForkNumber forknum,
-							  BlockNumber blocknum, NvmViewMap *map);
-extern NvmViewMap nvm_view_map_of(const char *page);
-extern uint32 nvm_view_acquire(NvmViewMap map);
-extern char *nvm_view_reacquire(NvmViewMap map, uint32 epoch,
-								RelFileLocator rlocator, ForkNumber forknum,
-								BlockNumber blocknum, bool *mismatch);
-extern void nvm_view_release(NvmViewMap map);
 extern char *nvm_view_pin(RelFileLocator rlocator, ForkNumber forknum,
 						  BlockNumber blocknum, NvmViewMap *map);
+extern void nvm_view_release(NvmViewMap map);
 
 /*
  * The read-only mapped addresses of blocks [blocknum, blocknum + nblocks)

@@ -42,11 +42,10 @@
 	X(mappings_created, "segment mappings made (se1, se2)") \
 	X(mappings_evicted, "segment mappings given up to stay within nvm_max_mappings (se1, se2)") \
 	X(mapping_fallbacks, "reads and writes done with read()/write() because a segment could not be mapped (se1, se2)") \
-	X(views_kept, "pins of a redirected buffer that took again the view this process kept from an earlier pin: no look-up of the page (se2)") \
-	X(views_resolved, "pins of a redirected buffer that looked its page up in this process's mapping (no usable kept view) (se2)") \
-	X(views_stale, "kept views found stale at a pin (the buffer changed, or the mapping was let go) and looked up again (se2)") \
-	X(view_mismatches, "kept views whose generation matched but whose mapping was not the buffer's block: not used; must be 0 (se2)") \
-	X(view_chunks_dropped, "chunks of kept views dropped, coldest first, to stay within nvm_view_memory (se2)")
+	X(views_kept, "pins of a redirected buffer whose view came from the buffer's tag through this process's cache of segment mappings: no look-up (se2)") \
+	X(views_resolved, "pins of a redirected buffer that looked its segment's mapping up (no usable entry in the segment cache) (se2)") \
+	X(views_stale, "segment-cache entries found stale at a pin (their mapping was let go) and looked up again (se2)") \
+	X(view_mismatches, "segment-cache entries whose epoch matched but whose mapping was not of the tag's segment: not used; must be 0 (se2)")
 
 /* one process's counters */
 typedef struct NvmStatsSlot

@@ -16,8 +16,6 @@
  *	nvm_max_mappings		segment mappings per process (nvm_smgr.c)
  *	nvm_buffer_descriptors	se2's buffer descriptors apart from the DRAM
  *							slots, the hybrid pool (storage/nvm_slots.h)
- *	nvm_view_memory			se2: memory per process for the views of
- *							redirected buffers it keeps (storage/nvm_buf.h)
  *	nvm_debug_fail_mappings	for tests: every new mapping fails (nvm_smgr.c)
  *	nvm_prefetch, nvm_prefetch_mapping, nvm_prefetch_distance
  *							se2's prefetching (nvm_prefetch.c)
@@ -69,12 +67,6 @@ extern PGDLLIMPORT bool nvm_debug_fail_mappings;
  * descriptors as slots, each owning its own (nvm_slots.c)
  */
 extern PGDLLIMPORT int nvm_buffer_descriptors;
-
-/*
- * se2: at most this many kB per process of views of redirected buffers kept
- * across pins (nvm_buf.c); beyond, the coldest chunks of them are dropped
- */
-extern PGDLLIMPORT int nvm_view_memory;
 
 /* values of nvm_prefetch */
 typedef enum NvmPrefetchMode

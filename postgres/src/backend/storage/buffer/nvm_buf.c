@@ -34,23 +34,18 @@
  *   While a buffer is redirected nobody writes its slot and nobody can
  *   write the file's page (the buffer is clean, and only write-back of
  *   dirty buffers writes relation files), so the copy needs no content lock.
- * - A process's NvmBufferPages[] address is valid only while it holds a pin:
- *   it is cleared when its last pin goes.  A page pointer obtained while the
- *   buffer was redirected stays valid, and shows the page as it was when
- *   copied, as long as the pin is held (mappings are never unmapped while
- *   this process has such pins: each counts as a view of the mapping,
- *   nvm_view_acquire()/nvm_view_release()).  Under a content lock
- *   BufferGetBlock() always returns the current version.
- * - What the last unpin keeps (H4): the buffer's generation when the view
- *   was taken (NvmBufferGen[], bumped under the header spinlock at every
- *   change of what the buffer shows) and the mapping's handle and epoch.
- *   The next pin's first BufferGetBlock() takes the view again from them if
- *   the generation (read under the pin) and the epoch (nvm_smgr.c changes
- *   it when it lets the mapping go) are still those, with no look-up of the
- *   page; else it looks it up as a first pin does.  A kept view holds no
- *   count on its mapping, so it never keeps one from being retired or
- *   unmapped, and its address is never used but through
- *   nvm_view_reacquire(), under a pin, with both matching.
+ * - A process's address of a redirected page is valid only while it holds a
+ *   pin: it is computed by the first BufferGetBlock() under the pin from the
+ *   buffer's tag, through the process's cache of segment mappings
+ *   (NvmBufferPinView(), nvm_smgr.c's nvm_view_pin()), kept in the pin's
+ *   PrivateRefCountEntry (bufmgr.c, patch 0026) and released with the last
+ *   pin.  A page pointer obtained while the buffer was redirected stays
+ *   valid, and shows the page as it was when copied, as long as the pin is
+ *   held (mappings are never unmapped while this process has such pins: each
+ *   counts as a view of the mapping).  Under a content lock BufferGetBlock()
+ *   always returns the current version.  Nothing is kept per buffer after
+ *   the pin, and nothing indexed by buffer is read on a hit: the redirection
+ *   is the descriptor's BM_NVM_REDIRECTED, in the line the pin loaded (H4g).
  * - Nothing ever writes through a redirection: the mappings handed out are
  *   PROT_READ, hint bits are not set on redirected pages (SetHintBits()
  *   checks NvmSkipHintInMapping()), MarkBufferDirtyHint() ignores redirected
@@ -67,8 +62,6 @@
  */
 #include "postgres.h"
 
-#include <unistd.h>
-
 #include "miscadmin.h"
 #include "storage/aio_internal.h"
 #include "storage/buf_internals.h"
@@ -80,12 +73,11 @@
 #include "storage/nvm_stats.h"
 #include "storage/nvm_verify.h"
 #include "storage/shmem.h"
-#include "utils/memutils.h"
 #include "utils/nvm_guc.h"
 #include "utils/wait_event.h"
 
 volatile uint8 *NvmBufferFlags = NULL;
-volatile uint32 *NvmBufferGen = NULL;
+bool		NvmSe2On = false;
 
 /* the descriptors' state words, for BufferGetBlock() (nvm_buf.h) */
 char	   *NvmBufferStates = NULL;
@@ -97,51 +89,19 @@ StaticAssertDecl(NVM_BM_REDIRECTED == BM_NVM_REDIRECTED,
 Buffer		NvmLastViewBuffer = InvalidBuffer;
 char	   *NvmLastViewPage = NULL;
 
-/* EXPERIMENT: this process uses the kept views of before (nvm_buf.h) */
-bool		NvmHitKeptViews = false;
-
-/*
- * Per process, the views (NvmView, nvm_buf.h): for each redirected buffer
- * whose page this process reads in place, the page's address in this
- * process's mapping while pinned, and what was kept of it after the last
- * pin.  In chunks of NVM_VIEW_CHUNK buffers, a chunk allocated when one of
- * its buffers first gets a view, so that a backend's memory follows what it
- * has read in place, not shared_buffers; at most nvm_view_memory of them
- * (nvm_view_chunk_ready() drops the least recently used chunk without a
- * pinned view to make room).  NvmBufferPages (the table of chunks) is NULL
- * unless nvm_storage_engine = se2.
- */
-NvmView   **NvmBufferPages = NULL;
-static uint16 *NvmViewCount = NULL; /* pinned views per chunk */
-static uint64 *NvmViewUsed = NULL;	/* per chunk: NvmViewClock at last use */
-static uint64 NvmViewClock = 0;
-static int	NvmViewChunks = 0;	/* chunks allocated */
-static MemoryContext NvmViewCxt = NULL;
-
-/* se2 only: the generations, 4 bytes per buffer */
-static Size
-nvm_gen_size(void)
-{
-	if (nvm_storage_engine != NVM_ENGINE_SE2)
-		return 0;
-	return mul_size(NBuffers, sizeof(uint32));
-}
-
 /*
  * NvmBufShmemSize -- shared memory of the redirection flags, a byte per
- * shared buffer, and in se2 of the generations, 4 bytes per shared buffer
- * (nvm_shmem.c adds it up with pgnvm's other parts).
+ * shared buffer (nvm_shmem.c adds it up with pgnvm's other parts).
  */
 Size
 NvmBufShmemSize(void)
 {
-	return add_size(mul_size(NBuffers, sizeof(uint8)), nvm_gen_size());
+	return mul_size(NBuffers, sizeof(uint8));
 }
 
 /*
- * NvmBufShmemInit -- allocate or attach the redirection flags, and in se2
- * the generations (from nvm_shmem.c).  base and se1 allocate exactly what
- * they did before generations.
+ * NvmBufShmemInit -- allocate or attach the redirection flags (from
+ * nvm_shmem.c).
  */
 void
 NvmBufShmemInit(void)
@@ -152,257 +112,38 @@ NvmBufShmemInit(void)
 		ShmemInitStruct("pgnvm buffer flags", NBuffers * sizeof(uint8), &found);
 	if (!found)
 		memset((void *) NvmBufferFlags, 0, NBuffers * sizeof(uint8));
-
-	if (nvm_gen_size() == 0)
-		return;
-	NvmBufferGen = (volatile uint32 *)
-		ShmemInitStruct("pgnvm buffer generations", nvm_gen_size(), &found);
-	if (!found)
-		memset((void *) NvmBufferGen, 0, nvm_gen_size());
 }
 
 /*
  * NvmBufInitAccess -- per-process setup, from InitBufferManagerAccess().
  *
- * Only se2 allocates NvmBufferPages: its being non-NULL is what enables the
- * redirection checks in BufferGetBlock() and the buffer manager
- * (NvmSe2Active()).
+ * In se2, turns the redirection checks of BufferGetBlock() and the buffer
+ * manager on (NvmSe2Active()) and records where the descriptors' state
+ * words are, for BufferGetBlock()'s test of BM_NVM_REDIRECTED.
  */
 void
 NvmBufInitAccess(void)
 {
-	int			nchunks = (NBuffers + NVM_VIEW_CHUNK - 1) / NVM_VIEW_CHUNK;
-
 	NvmStatsAttach();
 
 	if (nvm_storage_engine != NVM_ENGINE_SE2 || NvmSe2Active())
 		return;
-	Assert(NvmBufferGen != NULL);
 	StaticAssertStmt(sizeof(BufferDescPadded) == NVM_BUFFERDESC_SIZE,
 					 "descriptors must be NVM_BUFFERDESC_SIZE apart");
 	NvmBufferStates = (char *) &GetBufferDescriptor(0)->state;
-	/* EXPERIMENT: the A/B's switch, read once per process */
-	NvmHitKeptViews = access("/tmp/pgnvm-hitpath3-kept-views", F_OK) == 0;
-	NvmViewCxt = AllocSetContextCreate(TopMemoryContext, "NvmBufViews",
-									   ALLOCSET_SMALL_SIZES);
-	NvmViewCount = MemoryContextAllocZero(NvmViewCxt, sizeof(uint16) * nchunks);
-	NvmViewUsed = MemoryContextAllocZero(NvmViewCxt, sizeof(uint64) * nchunks);
-	NvmBufferPages = MemoryContextAllocZero(NvmViewCxt, sizeof(NvmView *) * nchunks);
+	NvmSe2On = true;
 }
 
 /*
- * the chunks nvm_view_memory allows (its minimum, 128 kB, allows 5; at least
- * 2 whatever it says)
- */
-static int
-nvm_view_chunks_max(void)
-{
-	Size		per_chunk = sizeof(NvmView) * NVM_VIEW_CHUNK;
-
-	return Max(2, (int) Min((Size) nvm_view_memory * 1024 / per_chunk,
-							(Size) INT_MAX));
-}
-
-/*
- * nvm_view_coldest_chunk -- the least recently used chunk without a pinned
- * view and not used since the stamp "keep_from" (NvmViewClock), or -1 if
- * there is none.
- */
-static int
-nvm_view_coldest_chunk(uint64 keep_from)
-{
-	int			nchunks = (NBuffers + NVM_VIEW_CHUNK - 1) / NVM_VIEW_CHUNK;
-	int			coldest = -1;
-
-	for (int c = 0; c < nchunks; c++)
-	{
-		if (NvmBufferPages[c] == NULL || NvmViewCount[c] > 0 ||
-			NvmViewUsed[c] >= keep_from)
-			continue;
-		if (coldest < 0 || NvmViewUsed[c] < NvmViewUsed[coldest])
-			coldest = c;
-	}
-	return coldest;
-}
-
-/*
- * nvm_view_chunk_ready -- make sure the chunk holding buffer's view exists,
- * and mark it used (allocates: never in a critical section).
+ * NvmBufferGetBlockSlow -- BufferGetBlock() of a redirected buffer pinned by
+ * this process, when it is not the one looked at last.
  *
- * At most nvm_view_memory of chunks are kept: a new one beyond takes the
- * memory of the least recently used chunk that has no pinned view, whose
- * kept views are dropped (they hold nothing: a kept view counts on no
- * mapping), and that was not used since the stamp keep_from: the chunks a
- * caller readied for the same read (NvmPrepareRedirect()) have no pinned
- * view yet, and must still be there when the read completes.  If no chunk
- * can go (each has a pinned view or serves the read: a few chunks, a tiny
- * nvm_view_memory), one more is allocated.
- */
-static void
-nvm_view_chunk_ready(Buffer buffer, uint64 keep_from)
-{
-	int			c = (buffer - 1) >> NVM_VIEW_CHUNK_BITS;
-
-	if (NvmBufferPages[c] == NULL)
-	{
-		NvmView    *chunk = NULL;
-
-		if (NvmViewChunks >= nvm_view_chunks_max())
-		{
-			int			victim = nvm_view_coldest_chunk(keep_from);
-
-			if (victim >= 0)
-			{
-				chunk = NvmBufferPages[victim];
-				NvmBufferPages[victim] = NULL;
-				memset(chunk, 0, sizeof(NvmView) * NVM_VIEW_CHUNK);
-				NvmViewChunks--;
-				MyNvmStats->view_chunks_dropped++;
-			}
-		}
-		if (chunk == NULL)
-			chunk = MemoryContextAllocZero(NvmViewCxt,
-										   sizeof(NvmView) * NVM_VIEW_CHUNK);
-		NvmBufferPages[c] = chunk;
-		NvmViewChunks++;
-	}
-	NvmViewUsed[c] = ++NvmViewClock;
-}
-
-/* this process's view entry of a buffer whose chunk exists */
-static inline NvmView *
-nvm_view_entry(Buffer buffer)
-{
-	NvmView    *chunk = NvmBufferPages[(buffer - 1) >> NVM_VIEW_CHUNK_BITS];
-
-	Assert(chunk != NULL);
-	return &chunk[(buffer - 1) & (NVM_VIEW_CHUNK - 1)];
-}
-
-/*
- * nvm_view_set -- record this process's view of a redirected buffer's page,
- * in mapping "map", taken at generation gen, and declare it to the storage
- * manager, which says the epoch to keep it with.  The chunk must be ready:
- * this runs in the completion of a read, a critical section.
- */
-static void
-nvm_view_set(Buffer buffer, char *page, NvmViewMap map, uint32 gen)
-{
-	NvmView    *v = nvm_view_entry(buffer);
-
-	Assert(v->page == NULL);
-	v->page = page;
-	v->gen = gen;
-	v->map = map;
-	v->map_epoch = nvm_view_acquire(map);
-	NvmViewCount[(buffer - 1) >> NVM_VIEW_CHUNK_BITS]++;
-}
-
-/*
- * nvm_view_resolve -- this process's view of the pinned buffer, which is
- * redirected (or was, when the caller looked) and has no view resolved
- * under this pin: the kept view taken again if it is still good, else the
- * page looked up in this process's mapping.  NULL if the segment cannot be
- * mapped here.  The buffer's tag cannot change while we hold the pin.
- *
- * The kept view is good if the buffer's generation is the one it was kept
- * with -- no invalidation, copy-on-write, demotion or new redirection since
- * -- and its mapping's epoch too -- the mapping was not let go since.  The
- * generation is read under our pin, so nothing can evict, demote or
- * redirect the buffer anew meanwhile (each needs it unpinned, or its I/O);
- * a copy-on-write may bump it at any time, which is harmless: the view
- * shows the page the copy is made from, as under any pin (R5, R6).  The
- * storage manager checks as well that the mapping is of the tag's block,
- * and that an epoch that matched is an owned mapping's (view_mismatches
- * counts a generation or an epoch that said yes wrongly: must be 0).
- */
-static char *
-nvm_view_resolve(Buffer buffer)
-{
-	BufferDesc *buf = GetBufferDescriptor(buffer - 1);
-	BufferTag	tag = buf->tag;
-	NvmView    *chunk = NvmBufferPages[(buffer - 1) >> NVM_VIEW_CHUNK_BITS];
-	uint32		gen = NvmBufferGen[buffer - 1];
-	NvmViewMap	map;
-	char	   *page;
-
-	if (chunk != NULL)
-	{
-		NvmView    *v = &chunk[(buffer - 1) & (NVM_VIEW_CHUNK - 1)];
-
-		Assert(v->page == NULL);
-		if (v->map_epoch != 0)
-		{
-			bool		mismatch = false;
-
-			page = v->gen != gen ? NULL :
-				nvm_view_reacquire(v->map, v->map_epoch,
-								   BufTagGetRelFileLocator(&tag),
-								   BufTagGetForkNum(&tag), tag.blockNum,
-								   &mismatch);
-			if (page != NULL)
-			{
-				v->page = page;
-				NvmViewCount[(buffer - 1) >> NVM_VIEW_CHUNK_BITS]++;
-				NvmViewUsed[(buffer - 1) >> NVM_VIEW_CHUNK_BITS] = ++NvmViewClock;
-				MyNvmStats->views_kept++;
-				return page;
-			}
-			if (mismatch)
-				MyNvmStats->view_mismatches++;
-			else
-				MyNvmStats->views_stale++;
-			v->map_epoch = 0;	/* stale for good */
-		}
-	}
-
-	page = nvm_mapped_block(BufTagGetRelFileLocator(&tag),
-							BufTagGetForkNum(&tag), tag.blockNum, &map);
-	if (page == NULL)
-		return NULL;
-	/* nothing else of this process waits for a chunk: any may go */
-	nvm_view_chunk_ready(buffer, NvmViewClock + 1);
-	nvm_view_set(buffer, page, map, gen);
-	MyNvmStats->views_resolved++;
-	return page;
-}
-
-/*
- * NvmPrepareRedirect -- the buffer manager is about to read these buffers,
- * and they may be redirected when the read completes: get their views'
- * chunks ready now, outside the completion's critical section.
- *
- * The buffers of one read are victims taken wherever the clock found them,
- * so up to io_combine_limit of them may lie in as many chunks; none of the
- * chunks readied here may be taken for another one of the same read (they
- * have no pinned view yet): a buffer whose chunk was gone at completion
- * would be copied instead of redirected (NvmRedirectDone()).  So only
- * chunks not used since this call began may go, and beyond them
- * nvm_view_memory is exceeded, by at most the read's chunks, as it is for
- * pinned views.
- */
-void
-NvmPrepareRedirect(const Buffer *buffers, int nbuffers)
-{
-	uint64		keep_from = NvmViewClock + 1;
-
-	/* the pin's view needs no chunk */
-	if (!NvmHitKeptViews)
-		return;
-	for (int i = 0; i < nbuffers; i++)
-		nvm_view_chunk_ready(buffers[i], keep_from);
-}
-
-/*
- * NvmBufferGetBlockSlow -- resolve a redirected buffer in this process.
- *
- * Called by BufferGetBlock() the first time under a pin that this process
- * looks at a redirected buffer: the address of the page in this process's
- * read-only mapping of the segment, remembered until the last pin goes and
- * kept after it (nvm_view_resolve(): a kept view that is still good is
- * taken again without a look-up).  If this process cannot map the segment
- * (nvm_max_mappings, address space), the page is copied into its slot
- * instead, from the file, as before a change, and the slot is returned.
+ * The address of the page in this process's read-only mapping of the
+ * segment, kept with the pin (NvmPinnedView(): taken from the tag by the
+ * first call under the pin), and remembered as the one looked at last.  If
+ * this process cannot map the segment (nvm_max_mappings, address space),
+ * the page is copied into its slot instead, from the file, as before a
+ * change, and the slot is returned.
  */
 void *
 NvmBufferGetBlockSlow(Buffer buffer)
@@ -411,24 +152,14 @@ NvmBufferGetBlockSlow(Buffer buffer)
 
 	Assert(NvmSe2Active());
 
-	if (NvmHitKeptViews)
-	{
-		/* EXPERIMENT: the kept views of before */
-		Assert(NvmBufferView(buffer) == NULL);
-		page = nvm_view_resolve(buffer);
-	}
-	else
-		page = NvmPinnedView(buffer, true);
+	page = NvmPinnedView(buffer, true);
 	if (page == NULL)
 	{
 		NvmBufferCow(buffer);
 		return NvmSlotBlock(buffer - 1);
 	}
-	if (!NvmHitKeptViews)
-	{
-		NvmLastViewBuffer = buffer;
-		NvmLastViewPage = page;
-	}
+	NvmLastViewBuffer = buffer;
+	NvmLastViewPage = page;
 	return page;
 }
 
@@ -461,26 +192,6 @@ NvmBufferUnpinView(Buffer buffer, int32 map)
 	if (NvmLastViewBuffer == buffer)
 		NvmLastViewBuffer = InvalidBuffer;
 	nvm_view_release(map);
-}
-
-/*
- * NvmBufferForgetView -- this process released its last pin on the buffer:
- * its address may not be used any more (the buffer may be evicted and
- * reused for another page), and its count on the mapping goes.  The rest is
- * kept (generation, mapping handle and epoch) for the next pin to take the
- * view again if nothing changed meanwhile (nvm_view_resolve()).
- */
-void
-NvmBufferForgetView(Buffer buffer)
-{
-	int			c = (buffer - 1) >> NVM_VIEW_CHUNK_BITS;
-	NvmView    *v = nvm_view_entry(buffer);
-
-	Assert(v->page != NULL);
-	Assert(NvmViewCount[c] > 0);
-	v->page = NULL;
-	NvmViewCount[c]--;
-	nvm_view_release(v->map);
 }
 
 /*
@@ -580,15 +291,7 @@ nvm_buffer_cow(Buffer buffer, bool conditional)
 	 */
 	if (NvmBufferFlags[buffer - 1] & NVM_BUF_REDIRECTED)
 	{
-		if (NvmHitKeptViews)
-		{
-			/* EXPERIMENT: the kept views of before */
-			src = NvmBufferView(buffer);
-			if (src == NULL)
-				src = nvm_view_resolve(buffer);
-		}
-		else
-			src = NvmPinnedView(buffer, true);
+		src = NvmPinnedView(buffer, true);
 		if (src == NULL)
 		{
 			BufferTag	tag = buf->tag;
@@ -663,9 +366,8 @@ nvm_buffer_cow(Buffer buffer, bool conditional)
 		if (ok)
 		{
 			NvmBufferFlags[buffer - 1] = 0;
+			/* BufferGetBlock() returns the slot from now on (R5) */
 			buf_state &= ~BM_NVM_REDIRECTED;
-			/* it shows the slot now: views kept of the mapping are stale */
-			NvmBufferGen[buffer - 1]++;
 		}
 		else
 		{
@@ -772,25 +474,15 @@ NvmInPlaceVerified(const char *page, BlockNumber blkno)
  * NvmRedirectDone -- the page passed verification in the mapping: record the
  * redirection.  Called while the buffer's I/O is still in progress (so no
  * other process looks at the flags yet); TerminateBufferIO(), which sets
- * BM_VALID under the header spinlock, publishes it.
+ * BM_VALID and BM_NVM_REDIRECTED under the header spinlock, publishes it.
+ * The reader's view of the page is taken by the first BufferGetBlock()
+ * under its pin, as any other process's.
  */
-bool
-NvmRedirectDone(Buffer buffer, char *page)
+void
+NvmRedirectDone(Buffer buffer)
 {
 	Assert(NvmSe2Active());
 
-	if (NvmHitKeptViews &&
-		unlikely(NvmBufferPages[(buffer - 1) >> NVM_VIEW_CHUNK_BITS] == NULL))
-	{
-		/*
-		 * Not prepared (NvmPrepareRedirect()), and a view cannot be recorded
-		 * without allocating, which a critical section forbids: keep a copy
-		 * of the page (just verified, so faulted in) instead.
-		 */
-		memcpy(NvmSlotBlock(buffer - 1), page, BLCKSZ);
-		MyNvmStats->mapped_reads++;
-		return false;
-	}
 	if (NvmHybridPool)
 	{
 		/*
@@ -807,18 +499,5 @@ NvmRedirectDone(Buffer buffer, char *page)
 			NvmSlotFree(slot);
 	}
 	NvmBufferFlags[buffer - 1] = NVM_BUF_REDIRECTED;
-
-	/*
-	 * A new redirection: views kept of this buffer are stale (the buffer was
-	 * invalidated before this read, which bumped the generation already; this
-	 * makes it so by itself).  Nobody else changes the generation while our
-	 * I/O is in progress, and BM_VALID publishes it with the flag.
-	 */
-	NvmBufferGen[buffer - 1]++;
-	/* the pin's view is taken by its first BufferGetBlock() */
-	if (NvmHitKeptViews)
-		nvm_view_set(buffer, page, nvm_view_map_of(page),
-					 NvmBufferGen[buffer - 1]);
 	MyNvmStats->redirects++;
-	return true;
 }

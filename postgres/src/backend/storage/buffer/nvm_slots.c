@@ -417,8 +417,6 @@ nvm_slot_demote(BufferDesc *buf, uint32 buf_state, int32 slot)
 	 */
 	Assert(flags == 0);
 	NvmBufferFlags[buf_id] = NVM_BUF_REDIRECTED;
-	/* it shows the mapping again: a change of what it shows (H4) */
-	NvmBufferGen[buf_id]++;
 	NvmSlotDetach(buf_id);
 	UnlockBufHdr(buf, buf_state | BM_NVM_REDIRECTED);
 	pg_atomic_fetch_add_u64(&SlotCtl->demotions, 1);

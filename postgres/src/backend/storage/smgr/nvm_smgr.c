@@ -49,16 +49,15 @@
  * handle PGAIO_HF_IN_PLACE; the buffer manager's completion callback then
  * verifies the pages there and redirects the buffers (nvm_buf.c).  This
  * file knows nothing of buffers: the addresses travel with the IO handle,
- * and the buffer manager holds a "view" of a mapping (nvm_view_acquire())
- * for as long as one of its pinned buffers points into it.  A view names
- * its mapping by a handle (NvmViewMap), an index into this process's table
- * of read-only mappings, so that taking and releasing a view needs no
- * look-up by address; the buffer manager keeps the handle, with the entry's
- * epoch, after the last pin goes, and a later pin of the same buffer takes
- * the view again through it (nvm_view_reacquire()) if the epoch is still
- * the entry's: letting go of a mapping (retiring or unmapping it) changes
- * the epoch, so a kept handle never keeps a mapping alive nor reaches one
- * that has gone (docs/storage-engines.md, H4).
+ * and the buffer manager holds a "view" of a mapping (nvm_view_pin()) for as
+ * long as one of its pinned buffers points into it.  A view names its
+ * mapping by a handle (NvmViewMap), an index into this process's table of
+ * read-only mappings, so that releasing a view needs no look-up; the first
+ * view of a pin finds its mapping from the buffer's tag through a small
+ * cache of segments (relation, segment -> handle and the handle's epoch):
+ * letting go of a mapping (retiring or unmapping it) changes the epoch, so
+ * a cache entry never reaches a mapping that has gone
+ * (docs/storage-engines.md, H4b, H4g).
  *
  * Verification by prefetch helpers (se2, nvm_prefetch = helper, data
  * checksums on).  Helpers that prefetch redirected blocks also verify them,
@@ -144,7 +143,7 @@
  * it (relation closed or truncated, or the mapping evicted to respect
  * nvm_max_mappings) it is unmapped at once, unless the buffer manager holds
  * views of it (pinned redirected buffers of this process whose pages it
- * reads through it, see nvm_view_acquire()): then it is *retired* (owner
+ * reads through it, see nvm_view_pin()): then it is *retired* (owner
  * NULL, in NvmRetired) and unmapped when its last view goes.  Letting go
  * never allocates, so it is safe in critical sections (RelationTruncate()).
  */
@@ -178,33 +177,20 @@ static dlist_head NvmLru = DLIST_STATIC_INIT(NvmLru);
 static dlist_head NvmRetired = DLIST_STATIC_INIT(NvmRetired);
 static int	NvmNumMappings = 0; /* owned and retired */
 
-/* the read-only mappings (owned and retired) by address, for the views */
-static NvmMapping **NvmByAddr = NULL;
-static int	NvmByAddrLen = 0;
-static int	NvmByAddrCap = 0;
-
-/*
- * the mapping nvm_byaddr_find() found last: a miss's view is acquired and
- * released (two lookups) mostly in the segment of the one before; cleared
- * when that mapping leaves NvmByAddr
- */
-static NvmMapping *NvmByAddrLast = NULL;
-
 /*
  * The handles of the read-only mappings (owned and retired), for the views:
  * NvmViewMap is an index into this table, stable while its mapping lives.
  * An entry's epoch changes when its mapping is let go (retired or unmapped
- * at once) and when the entry is given to a new mapping: a view the buffer
- * manager kept with another epoch is stale (nvm_view_reacquire()).  Epochs
- * are never 0, which a view taken of a retired mapping gets
- * (nvm_view_acquire()): never to be taken again.  The table only grows (it
+ * at once) and when the entry is given to a new mapping: a segment-cache
+ * entry made with another epoch is stale (nvm_view_pin()).  Epochs are
+ * never 0, which marks an empty cache entry.  The table only grows (it
  * is reserved before mapping, nvm_viewmap_reserve(): letting go and views
  * never allocate); free entries are chained through next_free.
  */
 typedef struct NvmViewMapEntry
 {
 	NvmMapping *m;				/* the mapping, NULL while the entry is free */
-	uint32		epoch;			/* views kept with another epoch are stale */
+	uint32		epoch;			/* cache entries with another are stale */
 	NvmViewMap	next_free;		/* free entries' chain */
 } NvmViewMapEntry;
 
@@ -257,69 +243,6 @@ nvm_seg_cache_entry(RelFileLocator rlocator, BlockNumber segno)
 
 
 
-/*
- * nvm_byaddr_find -- the read-only mapping that contains page, or NULL.
- *
- * The one found last is tried first; otherwise a binary search.
- */
-static NvmMapping *
-nvm_byaddr_find(const char *page)
-{
-	NvmMapping *last = NvmByAddrLast;
-	int			lo = 0,
-				hi = NvmByAddrLen - 1;
-
-	if (last != NULL && page >= last->addr &&
-		page < last->addr + NVM_SEGMENT_BYTES)
-		return last;
-	while (lo <= hi)
-	{
-		int			mid = (lo + hi) / 2;
-		NvmMapping *m = NvmByAddr[mid];
-
-		if (page < m->addr)
-			hi = mid - 1;
-		else if (page >= m->addr + NVM_SEGMENT_BYTES)
-			lo = mid + 1;
-		else
-		{
-			NvmByAddrLast = m;
-			return m;
-		}
-	}
-	return NULL;
-}
-
-/*
- * nvm_byaddr_reserve -- room for one more entry (before mapping: may ERROR).
- */
-static void
-nvm_byaddr_reserve(void)
-{
-	if (NvmByAddrLen < NvmByAddrCap)
-		return;
-	NvmByAddrCap = Max(16, NvmByAddrCap * 2);
-	if (NvmByAddr == NULL)
-		NvmByAddr = MemoryContextAlloc(NvmCxt, sizeof(NvmMapping *) * NvmByAddrCap);
-	else
-		NvmByAddr = repalloc(NvmByAddr, sizeof(NvmMapping *) * NvmByAddrCap);
-}
-
-static void
-nvm_byaddr_insert(NvmMapping *m)
-{
-	int			i = NvmByAddrLen;
-
-	Assert(NvmByAddrLen < NvmByAddrCap);
-	while (i > 0 && NvmByAddr[i - 1]->addr > m->addr)
-	{
-		NvmByAddr[i] = NvmByAddr[i - 1];
-		i--;
-	}
-	NvmByAddr[i] = m;
-	NvmByAddrLen++;
-}
-
 /* the next epoch of a view map entry: any value but 0 */
 static inline uint32
 nvm_epoch_next(uint32 epoch)
@@ -365,7 +288,7 @@ nvm_viewmap_assign(NvmMapping *m)
 	}
 	Assert(NvmViewMaps[map].m == NULL);
 	NvmViewMaps[map].m = m;
-	/* nothing kept with an earlier holder's epoch is taken for this one */
+	/* no cache entry of an earlier holder's is taken for this one */
 	NvmViewMaps[map].epoch = nvm_epoch_next(NvmViewMaps[map].epoch);
 	NvmViewMaps[map].next_free = NVM_NO_VIEW_MAP;
 	m->view_map = map;
@@ -384,24 +307,6 @@ nvm_viewmap_free(NvmMapping *m)
 	NvmViewMapsFree = m->view_map;
 }
 
-static void
-nvm_byaddr_remove(NvmMapping *m)
-{
-	if (NvmByAddrLast == m)
-		NvmByAddrLast = NULL;
-	for (int i = 0; i < NvmByAddrLen; i++)
-	{
-		if (NvmByAddr[i] == m)
-		{
-			memmove(&NvmByAddr[i], &NvmByAddr[i + 1],
-					sizeof(NvmMapping *) * (NvmByAddrLen - i - 1));
-			NvmByAddrLen--;
-			return;
-		}
-	}
-	Assert(false);
-}
-
 /*
  * nvm_unmap_mapping -- unmap and forget a mapping nobody uses any more.
  * Runs during error cleanup and in critical sections too: never throws.
@@ -417,10 +322,7 @@ nvm_unmap_mapping(NvmMapping *m)
 	if (munmap(m->addr, NVM_SEGMENT_BYTES) != 0)
 		elog(WARNING, "could not unmap relation segment: %m");
 	if (m->readonly)
-	{
-		nvm_byaddr_remove(m);
 		nvm_viewmap_free(m);
-	}
 	dlist_delete(&m->node);
 	NvmNumMappings--;
 	pfree(m);
@@ -441,10 +343,7 @@ nvm_let_go(NvmMapping *m)
 		/* whatever is mapped at this address later, no verdict is about it */
 		NvmVerifyForget(m->addr, NVM_SEGMENT_BYTES);
 
-		/*
-		 * no view kept of it is taken again (H4), nor is it found through the
-		 * segment cache (nvm_view_pin()): it may go at once
-		 */
+		/* it is not found through the segment cache again (nvm_view_pin()) */
 		NvmViewMaps[m->view_map].epoch =
 			nvm_epoch_next(NvmViewMaps[m->view_map].epoch);
 	}
@@ -583,10 +482,7 @@ nvm_map_segment(SMgrRelation reln, BlockNumber segno, bool skipFsync,
 		reln->nvm_num_maps = newsize;
 	}
 	if (readonly)
-	{
-		nvm_byaddr_reserve();
 		nvm_viewmap_reserve();
-	}
 	m = MemoryContextAllocZero(NvmCxt, sizeof(NvmMapping));
 
 	if (NvmNumMappings >= nvm_max_mappings)
@@ -636,7 +532,6 @@ nvm_map_segment(SMgrRelation reln, BlockNumber segno, bool skipFsync,
 	NvmNumMappings++;
 	if (readonly)
 	{
-		nvm_byaddr_insert(m);
 		nvm_viewmap_assign(m);
 		reln->nvm_maps[segno].ro = m;
 	}
@@ -704,12 +599,12 @@ nvm_ro_block_address(SMgrRelation reln, BlockNumber blocknum)
 }
 
 /*
- * nvm_mapped_block -- for the buffer manager: this process's read-only
- * mapped address of a block of a permanent relation's main fork (to read a
- * redirected buffer's page in place), and the handle of its mapping in *map
- * (for nvm_view_acquire()), or NULL if its segment cannot be mapped.
+ * nvm_mapped_block -- this process's read-only mapped address of a block of
+ * a permanent relation's main fork (to read a redirected buffer's page in
+ * place), and the handle of its mapping in *map, or NULL if its segment
+ * cannot be mapped: nvm_view_pin()'s look-up when its cache has no entry.
  */
-char *
+static char *
 nvm_mapped_block(RelFileLocator rlocator, ForkNumber forknum,
 				 BlockNumber blocknum, NvmViewMap *map)
 {
@@ -775,42 +670,13 @@ nvm_map_blocks(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 }
 
 /*
- * nvm_view_map_of -- the handle of the read-only mapping of this process
- * that holds page (an address a read left in place, nvm_startreadv()): the
- * one look-up by address, for a read's completion.  Must not fail or
- * allocate (a critical section).
+ * nvm_view_release -- the buffer manager stops reading a page of the
+ * read-only mapping "map" of this process through a pinned redirected
+ * buffer (a view nvm_view_pin() counted).  While a mapping has views, it is
+ * not unmapped (a mapping let go meanwhile is retired, and unmapped at its
+ * last view's release).  Called at the last unpin, also in error cleanup:
+ * must not fail or allocate.
  */
-NvmViewMap
-nvm_view_map_of(const char *page)
-{
-	NvmMapping *m = nvm_byaddr_find(page);
-
-	Assert(m != NULL && m->readonly);
-	return m->view_map;
-}
-
-/*
- * nvm_view_acquire/nvm_view_release -- the buffer manager starts or stops
- * reading a page of the read-only mapping "map" of this process through a
- * pinned redirected buffer.  While a mapping has views, it is not unmapped
- * (a mapping let go meanwhile is retired, and unmapped at its last view's
- * release).  nvm_view_acquire() returns the epoch to keep the view with
- * after the pin goes (nvm_view_reacquire()), or 0 if the mapping is retired
- * already: such a view is never taken again.  Called in critical sections
- * too (the completion of a read): must not fail or allocate.
- */
-uint32
-nvm_view_acquire(NvmViewMap map)
-{
-	NvmMapping *m;
-
-	Assert(map >= 0 && map < NvmViewMapsLen);
-	m = NvmViewMaps[map].m;
-	Assert(m != NULL && m->readonly);
-	m->views++;
-	return m->reln != NULL ? NvmViewMaps[map].epoch : 0;
-}
-
 void
 nvm_view_release(NvmViewMap map)
 {
@@ -821,73 +687,6 @@ nvm_view_release(NvmViewMap map)
 	Assert(m != NULL && m->views > 0);
 	if (--m->views == 0 && m->reln == NULL)
 		nvm_unmap_mapping(m);
-}
-
-/*
- * nvm_view_reacquire -- take again a view the buffer manager kept after its
- * last pin: mapping "map", kept with "epoch", of block blocknum of the
- * relation and fork the buffer holds now (its tag, stable under the pin).
- * Returns the page's address, with the view counted as nvm_view_acquire()
- * does, or NULL if the view is stale: the mapping was let go since (the
- * entry's epoch changed; it may be unmapped, or hold another mapping), or
- * -- which the buffer's generation should have excluded, and *mismatch then
- * says -- the mapping is not of that block's segment, or the epoch matched
- * an entry that holds no owned mapping (see below).  No look-up: the handle
- * is an index, and the address is computed from the mapping.
- */
-char *
-nvm_view_reacquire(NvmViewMap map, uint32 epoch, RelFileLocator rlocator,
-				   ForkNumber forknum, BlockNumber blocknum, bool *mismatch)
-{
-	NvmViewMapEntry *e;
-	NvmMapping *m;
-
-	/* invariants of the caller's kept view: the table only grows */
-	Assert(map >= 0 && map < NvmViewMapsLen);
-	Assert(epoch != 0);
-	*mismatch = false;
-	e = &NvmViewMaps[map];
-	if (e->epoch != epoch)
-		return NULL;
-
-	/*
-	 * The epoch it was kept with means the very mapping, owned and not
-	 * retired: every change of the entry (a new mapping, letting go,
-	 * unmapping) changes its epoch -- unless the 32-bit epoch came round to
-	 * the kept value while the view waited (2^32 changes of one handle, three
-	 * per mapping made and let go: rare, but not impossible in a long-lived
-	 * process that keeps mapping and letting go under a small
-	 * nvm_max_mappings, and nothing bounds how long a view is kept).  So it
-	 * is checked here, at run time, not asserted: an entry that is free (no
-	 * mapping) or holds a retired one (no owner, no relation to compare with,
-	 * unmapped at its last pinned view) is counted as a mismatch, and the
-	 * caller looks the page up the slow way; an owned mapping of another
-	 * segment is caught by the check below, and one of the same segment gives
-	 * the right address anyway.  Only read-only mappings ever get a handle
-	 * (nvm_viewmap_assign()): an invariant.
-	 */
-	m = e->m;
-	if (unlikely(m == NULL || m->reln == NULL))
-	{
-		*mismatch = true;
-		return NULL;
-	}
-	Assert(m->readonly);
-	if (forknum != MAIN_FORKNUM ||
-		blocknum / ((BlockNumber) RELSEG_SIZE) != m->segno ||
-		!RelFileLocatorEquals(m->reln->smgr_rlocator.locator, rlocator))
-	{
-		*mismatch = true;
-		return NULL;
-	}
-	m->views++;
-	/* used: most recently (as nvm_segment() would) */
-	if (dlist_head_node(&NvmLru) != &m->node)
-	{
-		dlist_delete(&m->node);
-		dlist_push_head(&NvmLru, &m->node);
-	}
-	return m->addr + (size_t) BLCKSZ * (blocknum % ((BlockNumber) RELSEG_SIZE));
 }
 
 /*

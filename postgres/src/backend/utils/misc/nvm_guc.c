@@ -48,9 +48,6 @@ bool		nvm_debug_fail_mappings = false;
 /* se2's buffer descriptors apart from its DRAM slots (0: one per slot) */
 int			nvm_buffer_descriptors = 0;
 
-/* se2: memory for the views of redirected buffers a process keeps, in kB */
-int			nvm_view_memory = 65536;
-
 /* se2's prefetching */
 int			nvm_prefetch = NVM_PREFETCH_OFF;
 char	   *nvm_prefetch_mapping = NULL;
