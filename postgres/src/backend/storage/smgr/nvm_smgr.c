@@ -204,19 +204,19 @@ static bool NvmFallbackLogged = false;
 
 /*
  * The segment cache (the hit path, issue 22 item 3; docs/storage-engines.md
- * H4): for the first BufferGetBlock() under a pin of a redirected buffer,
+ * H4g): for the first BufferGetBlock() under a pin of a redirected buffer,
  * which segment's read-only mapping, from the buffer's tag, without a
  * look-up of the relation (smgropen()'s hash) or of the buffer (nothing
  * indexed by buffer).  Direct-mapped, NVM_SEG_CACHE entries keyed by
  * relation and segment (only main forks are read in place); an entry holds
  * the mapping's handle and its epoch then: it is good only while the
  * handle's epoch is that one, i.e. while the mapping was not let go
- * (nvm_let_go() changes the epoch).  A relfilenumber
- * given to a new relation is therefore never served from an old entry: the
- * old relation's mappings were let go when the process absorbed its
- * invalidation (nvm_close()), before it could lock the new one, as md.c's
- * file descriptors are closed.  A query touches a few dozen segments: the
- * cache (1.5 kB) stays in L1.
+ * (nvm_let_go() changes the epoch).  A relfilenumber given to a new
+ * relation is therefore never served from an old entry: the old relation's
+ * mappings were let go when the process absorbed its invalidation
+ * (nvm_close()), before it could lock the new one, as md.c's file
+ * descriptors are closed.  A query touches a few dozen segments: the cache
+ * (1.5 kB) stays in L1.
  */
 #define NVM_SEG_CACHE_BITS	6
 #define NVM_SEG_CACHE		(1 << NVM_SEG_CACHE_BITS)
@@ -240,8 +240,6 @@ nvm_seg_cache_entry(RelFileLocator rlocator, BlockNumber segno)
 
 	return &NvmSegCache[h >> (32 - NVM_SEG_CACHE_BITS)];
 }
-
-
 
 /* the next epoch of a view map entry: any value but 0 */
 static inline uint32
