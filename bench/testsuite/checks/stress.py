@@ -15,8 +15,8 @@
 
 The load runs until the writers finish their sequences (time-limited). Then: no reader or
 writer saw an error or a violation, the se2 counters show the load did redirect and copy
-(base/se1: never) and no kept view's generation matched another relation's block
-(``view_mismatches`` 0, storage-engines.md H4d), pg_amcheck (heapallindexed) is clean, and
+(base/se1: never) and no segment-cache entry named a mapping of another segment
+(``view_mismatches`` 0, storage-engines.md H4g), pg_amcheck (heapallindexed) is clean, and
 the table's digest (md5 of ``SELECT g, k, v, pad ORDER BY g, k``) equals the one computed
 from the writers' sequences and the one base recorded for the same seed.
 """
@@ -307,7 +307,7 @@ def stress(env: EngineEnv, limit: float) -> str:
         if d["view_mismatches"]:
             raise CheckFailed(
                 f"se2 under load: view_mismatches grew by {d['view_mismatches']} (must stay "
-                f"0: a kept view's generation matched another relation's block); "
+                f"0: a segment-cache entry's epoch matched a mapping of another segment); "
                 f"{counters.fmt(d)}"
             )
     elif d["redirects"] or d["cow_copies"] or d["hints_skipped"]:
