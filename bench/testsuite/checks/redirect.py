@@ -308,8 +308,9 @@ def _kept_views(env: EngineEnv) -> str:
             if d["view_mismatches"] != 0:
                 raise CheckFailed(
                     f"kept views, {what}: view_mismatches of session A grew by "
-                    f"{d['view_mismatches']} (must stay 0: a kept view's generation matched "
-                    f"a buffer that holds another relation's block); {counters.fmt(d)}"
+                    f"{d['view_mismatches']} (must stay 0: a segment-cache entry's epoch "
+                    f"matched a handle whose mapping is gone or of another segment); "
+                    f"{counters.fmt(d)}"
                 )
             return d
 
