@@ -4,8 +4,8 @@
   table, the write generation and the verdict epoch are defined there and nowhere
   else, no other file relays a verdict (no function of ``nvm_smgr.c`` or
   ``nvm_prefetch.c`` returns one).
-* "se2 is on" has one name, ``NvmSe2Active()`` (storage/nvm_buf.h): no other file, and no
-  line a patch adds, tests ``NvmBufferPages`` against NULL.
+* "se2 is on" has one name, ``NvmSe2Active()`` (storage/nvm_buf.h): it reads ``NvmSe2On``,
+  which only nvm_buf.c sets; no other file, and no line a patch adds, names it.
 * The storage manager's slot in smgr.c's ``smgrsw[]`` has one name, ``NVM_SMGR_WHICH``
   (storage/nvm_smgr.h), used by the table's entry, by the code that picks it and by
   ``nvm_smgr.c``'s own tests of ``smgr_which``: no bare number.
@@ -87,12 +87,17 @@ def test_no_file_relays_a_verdict() -> None:
 
 
 def test_se2_is_on_has_one_name() -> None:
-    null_test = r"NvmBufferPages\s*[!=]=\s*NULL"
-    assert _files_matching(null_test) == ["src/include/storage/nvm_buf.h"]
+    # NvmSe2Active() reads NvmSe2On (nvm_buf.h), which only nvm_buf.c sets; nobody else
+    # names it, in our files or in a line a patch adds (patch 0026: no NvmBufferPages)
+    flag = r"\bNvmSe2On\b"
+    assert _files_matching(flag) == [
+        "src/backend/storage/buffer/nvm_buf.c",
+        "src/include/storage/nvm_buf.h",
+    ]
     header = _our_c_files()["src/include/storage/nvm_buf.h"]
     body = header[header.index("NvmSe2Active(void)") :]
-    assert re.search(null_test, body[: body.index("}")])
-    assert [p for p, text in _patch_additions().items() if re.search(null_test, text)] == []
+    assert re.search(flag, body[: body.index("}")])
+    assert [p for p, text in _patch_additions().items() if re.search(flag, text)] == []
 
 
 def test_the_smgr_slot_has_one_name() -> None:
