@@ -17,6 +17,11 @@
 * pgnvm's shared memory is hooked once: the patches call only ``NvmShmemSize()`` and
   ``NvmShmemInit()`` (``storage/ipc/nvm_shmem.c``), once each, and every part's
   ``Nvm*ShmemSize()``/``Nvm*ShmemInit()`` is called from ``nvm_shmem.c`` only.
+* A buffer's redirection has one record, the descriptor's ``BM_NVM_REDIRECTED`` (defined
+  by patch 0005 in buf_internals.h, mirrored for bufmgr.h by nvm_buf.h's
+  ``NVM_BM_REDIRECTED``): the flag byte ``NvmBufferFlags[]`` holds only
+  ``NVM_BUF_COW_RUNNING`` and ``NVM_BUF_NO_DEMOTE``, and ``NVM_BUF_REDIRECTED`` is named
+  nowhere, not even in a comment or a patch's header.
 """
 
 from __future__ import annotations
@@ -192,3 +197,28 @@ def test_shared_memory_is_hooked_once() -> None:
         for m in re.finditer(r"\bShmemInitStruct\(", text):
             fn = re.findall(r"(?m)^(\w+)\(", text[: m.start()])[-1]
             assert re.fullmatch(r"Nvm\w*ShmemInit", fn), (path, fn)
+
+
+def test_the_redirection_has_one_record() -> None:
+    gone = "NVM_BUF_REDIRECTED"
+    for path in sorted(POSTGRES.rglob("*")):
+        if path.is_file() and path.suffix in (".c", ".h", ".patch"):
+            assert gone not in path.read_text(errors="replace"), path.relative_to(POSTGRES)
+    header = _our_c_files()["src/include/storage/nvm_buf.h"]
+    byte_bits = set(re.findall(r"(?m)^#define (NVM_BUF_\w+)\s+0x", header))
+    assert byte_bits == {"NVM_BUF_COW_RUNNING", "NVM_BUF_NO_DEMOTE"}
+    # every test or change of a bit of the flag byte (or of a copy of it) names one of those
+    named = r"(?:NvmBufferFlags\[[^\]]*\]|\bflags)\s*(?:&|\|)=?\s*~?(NVM_\w+)"
+    sources = [*_patch_additions().values(), *_our_c_files().values()]
+    uses = {m.group(1) for text in sources for m in re.finditer(named, text)}
+    assert uses == byte_bits, uses
+    defined = [
+        name
+        for name, text in _patch_additions().items()
+        if re.search(r"#define BM_NVM_REDIRECTED\s+\(1U << 21\)", text)
+    ]
+    assert defined == ["0005-bufmgr-redirected-buffers.patch"]
+    assert re.search(r"#define NVM_BM_REDIRECTED\s+\(1U << 21\)", header)
+    assert _files_matching(r"StaticAssertDecl\(NVM_BM_REDIRECTED == BM_NVM_REDIRECTED") == [
+        "src/backend/storage/buffer/nvm_buf.c"
+    ]

@@ -161,7 +161,10 @@ pgnvm_backend_counters(PG_FUNCTION_ARGS)
 }
 
 /*
- * pgnvm_buffers -- (bufferid, redirected) for every shared buffer.
+ * pgnvm_buffers -- (bufferid, redirected) for every shared buffer.  Each
+ * buffer's BM_NVM_REDIRECTED is read once, without its header spinlock
+ * (NvmBufferIsRedirected()): a racy read, as pg_buffercache's view of a
+ * buffer that changes meanwhile; not a snapshot of the pool.
  */
 Datum
 pgnvm_buffers(PG_FUNCTION_ARGS)
@@ -176,7 +179,8 @@ pgnvm_buffers(PG_FUNCTION_ARGS)
 		bool		nulls[2] = {0};
 
 		values[0] = Int32GetDatum(i + 1);
-		values[1] = BoolGetDatum((NvmBufferFlags[i] & NVM_BUF_REDIRECTED) != 0);
+		/* the descriptor's bit, read without its spinlock, as before */
+		values[1] = BoolGetDatum(NvmBufferIsRedirected(i + 1));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

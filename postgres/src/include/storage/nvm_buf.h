@@ -7,14 +7,15 @@
  * A shared buffer is *redirected* when its page is not in its slot of the
  * buffer pool but read in place from the relation file, through each
  * process's own read-only mapping of the segment.  The redirection is
- * recorded in the buffer's descriptor (BM_NVM_REDIRECTED, patch 0026) and in
- * shared memory (NvmBufferFlags, one byte per buffer, with the copy-on-write
- * state), both changed only under the buffer header spinlock.  A process
- * that pins a redirected buffer keeps the address of the page in its own
- * mapping with the pin (its PrivateRefCountEntry), computed by the first
- * BufferGetBlock() under the pin from the buffer's tag through the
- * process's cache of segment mappings: nothing indexed by buffer is read on
- * a hit.  See docs/storage-engines.md (R1-R8, H4g).
+ * recorded in the buffer's descriptor only (BM_NVM_REDIRECTED, patch 0005),
+ * changed under the buffer header spinlock or with BM_VALID at the end of
+ * the read that redirects; NvmBufferFlags (one byte per buffer) holds the
+ * copy-on-write and hybrid-pool state beside it, never the redirection.  A
+ * process that pins a redirected buffer keeps the address of the page in its
+ * own mapping with the pin (its PrivateRefCountEntry), computed by the first
+ * BufferGetBlock() under the pin from the buffer's tag through the process's
+ * cache of segment mappings: nothing indexed by buffer is read on a hit.
+ * See docs/storage-engines.md (R1-R8, H4g).
  *
  * src/include/storage/nvm_buf.h
  *
@@ -29,11 +30,14 @@
 #include "storage/buf.h"
 #include "storage/nvm_slots.h"
 
-/* bits of NvmBufferFlags[] */
-#define NVM_BUF_REDIRECTED		0x01	/* page is read in place from the file */
-#define NVM_BUF_COW_RUNNING		0x02	/* a process is copying it into the
+/*
+ * bits of NvmBufferFlags[], changed under the buffer header spinlock.  Whether
+ * the buffer is redirected is not among them: that is the descriptor's
+ * BM_NVM_REDIRECTED (NvmBufferRedirectedNow(), NvmBufferIsRedirected()).
+ */
+#define NVM_BUF_COW_RUNNING		0x01	/* a process is copying it into the
 										 * slot */
-#define NVM_BUF_NO_DEMOTE		0x04	/* hybrid pool: the slot's page is not
+#define NVM_BUF_NO_DEMOTE		0x02	/* hybrid pool: the slot's page is not
 										 * the file's verified page (zeroed or
 										 * unverified on read): never demote */
 
@@ -62,10 +66,20 @@ NvmSe2Active(void)
 
 /*
  * The redirection as the descriptor's state bit BM_NVM_REDIRECTED
- * (buf_internals.h, patch 0026; nvm_buf.c asserts that the two agree), for
- * BufferGetBlock(), which cannot include buf_internals.h: NvmBufferStates is
- * the address of the first descriptor's state, descriptors are
- * NVM_BUFFERDESC_SIZE apart.  The pin has just loaded that line.
+ * (buf_internals.h, patch 0005; nvm_buf.c asserts that the two agree), for
+ * BufferGetBlock() and the buffer manager's other tests, which cannot include
+ * buf_internals.h (bufmgr.h): NvmBufferStates is the address of the first
+ * descriptor's state, descriptors are NVM_BUFFERDESC_SIZE apart.  The pin has
+ * just loaded that line.  Only while se2 is on (NvmSe2Active()).
+ *
+ * NvmBufferRedirectedNow() reads the bit without the header spinlock: its
+ * callers pin the buffer, and a pinned valid buffer that is not redirected
+ * never becomes redirected again (only a read that finds it invalid, or the
+ * slot clock's demotion of an unpinned one, set the bit), while a set bit
+ * may be cleared meanwhile by another process's copy-on-write, after which
+ * the caller's copy-on-write finds nothing to copy (nvm_buffer_cow() looks
+ * again under the spinlock) and BufferGetBlock()'s pointer into the mapping
+ * stays valid under the pin (R5).  So a racy read is enough for them.
  */
 #define NVM_BM_REDIRECTED		(1U << 21)
 #define NVM_BUFFERDESC_SIZE		64
@@ -108,8 +122,9 @@ NvmBufferPinnedPage(Buffer buffer)
 /*
  * NvmBufferInvalidated -- the buffer buf_id, whose header spinlock the caller
  * holds, no longer holds a page (InvalidateBuffer(), InvalidateVictimBuffer(),
- * which clear BM_NVM_REDIRECTED with the descriptor's other flags): it is not
- * redirected, and in the hybrid pool it gives its slot back.
+ * which clear BM_NVM_REDIRECTED with the descriptor's other flags): its
+ * NVM_BUF_NO_DEMOTE goes with the page, and in the hybrid pool it gives its
+ * slot back.
  */
 static inline void
 NvmBufferInvalidated(int buf_id)

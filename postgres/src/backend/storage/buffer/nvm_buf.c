@@ -28,9 +28,14 @@
  *   first (at pin time, before the caller can obtain a page pointer it might
  *   write through), and so does an exclusive content lock taken by a
  *   read-only user (e.g. opportunistic pruning during a scan).
- * - NvmBufferFlags[] is changed only under the buffer header spinlock; the
- *   copy itself is done outside it, by the one process that set
- *   NVM_BUF_COW_RUNNING; others wait on the buffer's I/O condition variable.
+ * - The redirection is the descriptor's BM_NVM_REDIRECTED, and nothing else:
+ *   set with BM_VALID by the read that redirects (TerminateBufferIO()) or by
+ *   the slot clock's demotion, cleared by a copy-on-write that succeeds or
+ *   with the other flags at invalidation, always under the buffer header
+ *   spinlock.  NvmBufferFlags[] (the copy-on-write and hybrid-pool state) is
+ *   changed only under it too; the copy itself is done outside it, by the
+ *   one process that set NVM_BUF_COW_RUNNING; others wait on the buffer's
+ *   I/O condition variable.
  *   While a buffer is redirected nobody writes its slot and nobody can
  *   write the file's page (the buffer is clean, and only write-back of
  *   dirty buffers writes relation files), so the copy needs no content lock.
@@ -90,8 +95,9 @@ Buffer		NvmLastViewBuffer = InvalidBuffer;
 char	   *NvmLastViewPage = NULL;
 
 /*
- * NvmBufShmemSize -- shared memory of the redirection flags, a byte per
- * shared buffer (nvm_shmem.c adds it up with pgnvm's other parts).
+ * NvmBufShmemSize -- shared memory of the copy-on-write and hybrid-pool
+ * flags, a byte per shared buffer (nvm_shmem.c adds it up with pgnvm's other
+ * parts).
  */
 Size
 NvmBufShmemSize(void)
@@ -100,8 +106,8 @@ NvmBufShmemSize(void)
 }
 
 /*
- * NvmBufShmemInit -- allocate or attach the redirection flags (from
- * nvm_shmem.c).
+ * NvmBufShmemInit -- allocate or attach the copy-on-write and hybrid-pool
+ * flags (from nvm_shmem.c).
  */
 void
 NvmBufShmemInit(void)
@@ -196,14 +202,23 @@ NvmBufferUnpinView(Buffer buffer, int32 map)
 
 /*
  * NvmBufferIsRedirected -- for callers outside the hot path (pg_buffercache
- * style reporting, assertions).
+ * style reporting, assertions), in any engine and any process attached to
+ * shared memory: the descriptor's BM_NVM_REDIRECTED (never set in base and
+ * se1).  Read without the header spinlock: the assertions hold a pin and an
+ * exclusive content lock, under which the bit cannot be set again (R5:
+ * copy-on-write cleared it before the lock, and only unpinned or invalid
+ * buffers get it); a report is a racy look at one buffer, as
+ * pg_buffercache's without its lock would be.  Callers that need it exact
+ * take the spinlock and test the state it returns.
  */
 bool
 NvmBufferIsRedirected(Buffer buffer)
 {
-	if (BufferIsLocal(buffer) || NvmBufferFlags == NULL)
+	if (BufferIsLocal(buffer))
 		return false;
-	return (NvmBufferFlags[buffer - 1] & NVM_BUF_REDIRECTED) != 0;
+	Assert(BufferIsValid(buffer));
+	return (pg_atomic_read_u32(&GetBufferDescriptor(buffer - 1)->state) &
+			BM_NVM_REDIRECTED) != 0;
 }
 
 /*
@@ -287,9 +302,12 @@ nvm_buffer_cow(Buffer buffer, bool conditional)
 	 * buffer never becomes redirected again, so if it is not redirected now,
 	 * there is nothing to copy.  It is the page in this process's mapping; if
 	 * the segment cannot be mapped here, a copy of it read from the file (the
-	 * page is clean: the file holds exactly what the buffer shows).
+	 * page is clean: the file holds exactly what the buffer shows).  The bit
+	 * is read without the header spinlock: if another process's copy clears
+	 * it meanwhile, the source goes unused (the loop below looks again under
+	 * the spinlock), and mapping or reading must not run under it.
 	 */
-	if (NvmBufferFlags[buffer - 1] & NVM_BUF_REDIRECTED)
+	if (pg_atomic_read_u32(&buf->state) & BM_NVM_REDIRECTED)
 	{
 		src = NvmPinnedView(buffer, true);
 		if (src == NULL)
@@ -311,7 +329,8 @@ nvm_buffer_cow(Buffer buffer, bool conditional)
 		void	   *dst;
 		bool		ok;
 
-		if (!(flags & NVM_BUF_REDIRECTED))
+		/* exact, under the header spinlock: copied by another process? */
+		if (!(buf_state & BM_NVM_REDIRECTED))
 		{
 			UnlockBufHdr(buf, buf_state);
 			break;
@@ -363,16 +382,16 @@ nvm_buffer_cow(Buffer buffer, bool conditional)
 		ok = nvm_copy_from_mapping(&dst, src, 1) == 1;
 
 		buf_state = LockBufHdr(buf);
+		Assert(buf_state & BM_NVM_REDIRECTED);
+		NvmBufferFlags[buffer - 1] &= ~NVM_BUF_COW_RUNNING;
 		if (ok)
 		{
-			NvmBufferFlags[buffer - 1] = 0;
 			/* BufferGetBlock() returns the slot from now on (R5) */
 			buf_state &= ~BM_NVM_REDIRECTED;
 		}
 		else
 		{
-			NvmBufferFlags[buffer - 1] = NVM_BUF_REDIRECTED;
-			/* still redirected: no slot (H1) */
+			/* still redirected (the bit stays): no slot (H1) */
 			if (NvmHybridPool)
 				slot = NvmSlotDetach(buffer - 1);
 		}
@@ -471,10 +490,11 @@ NvmInPlaceVerified(const char *page, BlockNumber blkno)
 }
 
 /*
- * NvmRedirectDone -- the page passed verification in the mapping: record the
- * redirection.  Called while the buffer's I/O is still in progress (so no
- * other process looks at the flags yet); TerminateBufferIO(), which sets
- * BM_VALID and BM_NVM_REDIRECTED under the header spinlock, publishes it.
+ * NvmRedirectDone -- the page passed verification in the mapping: the
+ * buffer is about to be redirected.  Called while the buffer's I/O is still
+ * in progress (so no other process looks at it yet); the caller's
+ * TerminateBufferIO() records and publishes the redirection, setting
+ * BM_NVM_REDIRECTED with BM_VALID under the header spinlock.
  * The reader's view of the page is taken by the first BufferGetBlock()
  * under its pin, as any other process's.
  */
@@ -498,6 +518,5 @@ NvmRedirectDone(Buffer buffer)
 		if (slot != NVM_NO_SLOT)
 			NvmSlotFree(slot);
 	}
-	NvmBufferFlags[buffer - 1] = NVM_BUF_REDIRECTED;
 	MyNvmStats->redirects++;
 }

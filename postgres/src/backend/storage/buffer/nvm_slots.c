@@ -416,7 +416,7 @@ nvm_slot_demote(BufferDesc *buf, uint32 buf_state, int32 slot)
 	 * them in place.
 	 */
 	Assert(flags == 0);
-	NvmBufferFlags[buf_id] = NVM_BUF_REDIRECTED;
+	Assert(!(buf_state & BM_NVM_REDIRECTED));
 	NvmSlotDetach(buf_id);
 	UnlockBufHdr(buf, buf_state | BM_NVM_REDIRECTED);
 	pg_atomic_fetch_add_u64(&SlotCtl->demotions, 1);
@@ -805,7 +805,8 @@ NvmPoolScan(NvmPoolReport *r)
 
 		if (buf_state & BM_TAG_VALID)
 			r->descriptors_in_use++;
-		if (flags & NVM_BUF_REDIRECTED)
+		/* the descriptor's bit, read under the header spinlock: exact */
+		if (buf_state & BM_NVM_REDIRECTED)
 		{
 			r->redirected++;
 			/* a copy-on-write in progress holds its destination (H1) */
