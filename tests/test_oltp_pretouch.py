@@ -4,12 +4,17 @@ server, from its counters: test_oltp_e2e.py::test_oltp_tpcb_pretouch."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from bench import cli
-from bench.core import blocks
+from bench.core import blocks, configs
 from bench.oltp import cli as oltp_cli
-from bench.oltp import plan, pretouch, report, runner, window
+from bench.oltp import plan, pretouch, report, runner, settings, window
 
 
 def _opts(*argv: str) -> plan.Options:
@@ -175,3 +180,116 @@ def test_window_table_column() -> None:
     # a run from before window_flags: the flags are computed, with the checkpoints
     late = report.window_rows([_rec(_DONE, before=2)], "tpcb")
     assert late[0][-1].startswith("2 checkpoint(s) started after the point's CHECKPOINT")
+
+
+# --------------------------------------------------------------------------- max_wal_size
+
+#: pgbench_accounts' heap pages at the default run's scale (2M YCSB records: scale 173,
+#: 1,640 pages per 100,000 accounts at fillfactor 100) + _tellers' and _branches'
+DEFAULT_PAGES = 173 * 1640 + 10 + 1
+#: the checkpoint WAL volume starts: max_wal_size / (1 + checkpoint_completion_target 0.9)
+TRIGGER = 1 / 1.9
+
+
+def test_tpcb_max_wal_size_from_the_pretouched_pages() -> None:
+    gb = 1 << 30
+    # the default run: ~2.2 GB of full-page images; 4GB starts a checkpoint after ~2.1 GB
+    fpi = DEFAULT_PAGES * 8192
+    assert 2.1 * gb < fpi < 2.3 * gb
+    assert configs.size_bytes("4GB") * TRIGGER < fpi
+    size = settings.tpcb_max_wal_size(DEFAULT_PAGES)
+    assert size == "7GB"  # 3 x 2.17 GB = 6.5 GB, rounded up to whole GB
+    assert configs.size_bytes(size) * TRIGGER > 1.5 * fpi  # the trigger well past the FPIs
+    # small databases keep every workload's 4GB
+    assert settings.tpcb_max_wal_size(0) == "4GB"
+    assert settings.tpcb_max_wal_size(1700) == "4GB"
+    # rounded up: exactly 5 GB of 3 x FPIs is 5GB, one page more is 6GB
+    pages_5gb = 5 * gb // (3 * 8192)
+    assert 3 * pages_5gb * 8192 <= 5 * gb
+    assert settings.tpcb_max_wal_size(pages_5gb) == "5GB"
+    assert settings.tpcb_max_wal_size(pages_5gb + 1) == "6GB"
+
+
+def test_wal_space_shortfall() -> None:
+    gb = 1 << 30
+    assert settings.wal_space_shortfall("7GB", 10 * gb, 0) is None
+    assert settings.wal_space_shortfall("7GB", 6 * gb, gb) is None  # old WAL is recycled
+    why = settings.wal_space_shortfall("7GB", 5 * gb, gb)
+    assert why == (
+        "max_wal_size 7GB does not fit: pg_wal may grow to it between checkpoints, but its "
+        "file system has 6.0 GB for WAL (5.0 GB free + 1.0 GB of WAL already there)"
+    )
+
+
+def _target(tmp_path: Path, pages: int) -> Any:
+    """A stand-in for targets.Target after its TPC-B set-up: a data directory with pg_wal
+    holding one 16 MB segment."""
+    datadir = tmp_path / "data"
+    (datadir / "pg_wal").mkdir(parents=True)
+    (datadir / "pg_wal" / "000000010000000000000001").write_bytes(b"\0" * (16 << 20))
+    return SimpleNamespace(
+        name="oltp-r2000000-nvm",
+        tpcb_pages=pages,
+        server=SimpleNamespace(cluster=SimpleNamespace(datadir=datadir)),
+    )
+
+
+def test_size_tpcb_wal_and_the_settings_of_a_tpcb_point(tmp_path: Path) -> None:
+    tg = _target(tmp_path, DEFAULT_PAGES)
+    fs = os.statvfs(tmp_path)
+    if fs.f_bavail * fs.f_frsize < 8 << 30:  # the 7GB must fit for the first half
+        tg.tpcb_pages = 1700
+    sized = runner.size_tpcb_wal(tg)
+    want = settings.tpcb_max_wal_size(tg.tpcb_pages)
+    assert sized["max_wal_size"] == want and sized["pretouch_pages"] == tg.tpcb_pages
+    assert sized["fpi_bytes"] == tg.tpcb_pages * 8192 and sized["factor"] == 3
+    assert sized["wal_bytes_at_setup"] == 16 << 20
+    assert sized["wal_dir"] == str((tmp_path / "data" / "pg_wal").resolve())
+    r = runner.Runner(_opts("--workloads", "a,tpcb", "--configs", "nvm_base_worker"))
+    r.configs = [configs.BY_NAME["nvm_base_worker"]]
+    r.tpcb_wal = {"nvm": sized}
+    cfg = configs.BY_NAME["nvm_base_worker"]
+    assert r.point_settings(cfg, "128MB", "tpcb")["max_wal_size"] == want
+    assert r.point_settings(cfg, "128MB", "a")["max_wal_size"] == "4GB"  # YCSB: as before
+    assert r.plan_doc()["tpcb_wal"] == {"nvm": sized}
+    # the default run's size on the default storage
+    r.tpcb_wal = {"nvm": {**sized, "max_wal_size": settings.tpcb_max_wal_size(DEFAULT_PAGES)}}
+    s = r.point_settings(cfg, "128MB", "tpcb")
+    assert configs.size_bytes(s["max_wal_size"]) * TRIGGER > DEFAULT_PAGES * 8192
+
+
+def test_size_tpcb_wal_refuses_what_the_wal_directory_cannot_hold(tmp_path: Path) -> None:
+    tg = _target(tmp_path, 400_000_000)  # 3.3 TB of full-page images: 9,156GB of WAL
+    with pytest.raises(RuntimeError) as e:
+        runner.size_tpcb_wal(tg)
+    msg = str(e.value)
+    assert msg.startswith(
+        "oltp-r2000000-nvm: TPC-B's max_wal_size is sized from its 400,000,000 pre-touched "
+        "pages (max(4GB, 3 × their full-page images)), and max_wal_size 9156GB does not fit"
+    ), msg
+    assert "Free space there, or run fewer --records." in msg
+
+
+def test_method_paragraph_states_the_wal_size() -> None:
+    tables = {"tpcb": ["pgbench_accounts", "pgbench_branches", "pgbench_tellers"]}
+    sized = {
+        "nvm": {
+            "pretouch_pages": DEFAULT_PAGES,
+            "fpi_bytes": DEFAULT_PAGES * 8192,
+            "factor": 3,
+            "minimum": "4GB",
+            "max_wal_size": "7GB",
+        }
+    }
+    on = _method(_plan(pretouch=True, pretouch_tables=tables, tpcb_wal=sized))
+    assert (
+        "so TPC-B's points run with `max_wal_size` = max(4GB, 3 × the pre-touched pages × "
+        "8 kB) rounded up to whole GB, from the pages counted at set-up (nvm: **7GB** for "
+        "283,731 pages (2.2 GB of them)"
+    ) in on, on
+    assert "a run whose WAL directory's file system cannot hold it is refused" in on
+    assert "a checkpoint starts during it and the window is flagged" in on
+    # a run from before the sizing: the sentence of then
+    old = _method(_plan(pretouch=True, pretouch_tables=tables))
+    assert "where that comes near `max_wal_size`, a checkpoint starts during it" in old
+    assert "rounded up" not in old

@@ -361,8 +361,31 @@ def _pretouch_text(plan: dict[str, Any]) -> str:
         "(`--no-pretouch` turns it off). It reads every page of those tables: on `disk` "
         "storage their TPC-B windows start with them in the OS page cache, whatever the "
         "cache drop before the CHECKPOINT removed. Its full-page images are ~8 kB per page "
-        "of them: where that comes near `max_wal_size`, a checkpoint starts during it and "
-        "the window is flagged (column 'window')."
+        "of them" + _tpcb_wal_text(plan.get("tpcb_wal")) + ", a checkpoint starts during it "
+        "and the window is flagged (column 'window')."
+    )
+
+
+def _tpcb_wal_text(sized: dict[str, dict[str, Any]] | None) -> str:
+    """How TPC-B's max_wal_size was sized (plan.json ``tpcb_wal``, the runner's
+    ``size_tpcb_wal``), up to the clause on a checkpoint that starts anyway; for runs from
+    before the sizing (every point had the common max_wal_size) only that clause."""
+    if not sized:
+        return ": where that comes near `max_wal_size`"
+    each = "; ".join(
+        f"{storage}: **{s['max_wal_size']}** for {s['pretouch_pages']:,} pages "
+        f"({s['fpi_bytes'] / (1 << 30):.1f} GB of them)"
+        for storage, s in sized.items()
+    )
+    one = next(iter(sized.values()))
+    return (
+        f", so TPC-B's points run with `max_wal_size` = max({one['minimum']}, "
+        f"{one['factor']} × the pre-touched pages × 8 kB) rounded up to whole GB, from the "
+        f"pages counted at set-up ({each}; each point's `max_wal_size` is in runs.jsonl): "
+        "the checkpoint that WAL volume starts (at `max_wal_size` / (1 + "
+        "`checkpoint_completion_target`)) lies beyond the pre-touch and the warm-up. pg_wal "
+        "may grow to it; a run whose WAL directory's file system cannot hold it is refused. "
+        "Where WAL still comes near it"
     )
 
 

@@ -252,6 +252,8 @@ class Runner:
         self.mem_sb: dict[str, str] = {}  # ratio -> shared_buffers
         #: storage -> bytes of the database at set-up (sizes se2's hybrid pool)
         self.db_bytes: dict[str, int] = {}
+        #: storage -> TPC-B's max_wal_size and what it was sized from (:meth:`size_tpcb_wal`)
+        self.tpcb_wal: dict[str, dict[str, Any]] = {}
         self.seen_durations: list[float] = []
 
     # ---- set-up
@@ -282,6 +284,7 @@ class Runner:
             scale = targets.tpcb_scale(data_bytes)
             for tg in self.targets.values():
                 self.env["load"][f"{tg.storage}-tpcb"] = tg.ensure_tpcb(scale)
+                self.tpcb_wal[tg.storage] = size_tpcb_wal(tg)
             self.env["tpcb_scale"] = scale
         self.env["data_bytes"] = {s: t.data_bytes for s, t in self.targets.items()}
         self.db_bytes = {s: t.db_bytes for s, t in self.targets.items()}
@@ -303,8 +306,15 @@ class Runner:
             return None
         return settings.hybrid_descriptors(self.db_bytes[cfg.storage], shared_buffers)
 
-    def point_settings(self, cfg: Config, shared_buffers: str) -> dict[str, str]:
-        return settings.server_settings(cfg, shared_buffers, self.descriptors(cfg, shared_buffers))
+    def point_settings(
+        self, cfg: Config, shared_buffers: str, workload: str | None = None
+    ) -> dict[str, str]:
+        """The settings of a point of ``cfg`` at ``shared_buffers``; a TPC-B point's
+        max_wal_size is the one sized for its cluster (:meth:`size_tpcb_wal`)."""
+        s = settings.server_settings(cfg, shared_buffers, self.descriptors(cfg, shared_buffers))
+        if workload == "tpcb" and cfg.storage in self.tpcb_wal:
+            s["max_wal_size"] = self.tpcb_wal[cfg.storage]["max_wal_size"]
+        return s
 
     def hybrid_doc(self) -> dict[str, Any]:
         """plan.json's account of the hybrid pools of this run: the database size at set-up
@@ -357,6 +367,7 @@ class Runner:
                 for c in self.configs
             ],
             "hybrid_pool": self.hybrid_doc(),
+            "tpcb_wal": self.tpcb_wal,
             "unavailable": self.unavailable,
             "availability_unknown": self.unknown,
             "durable_settings": settings.DURABLE,
@@ -376,7 +387,7 @@ class Runner:
             if other is not tg:
                 other.server.stop()
         sb = self.mem_sb[p.ratio] if p.ratio else o.shared_buffers
-        written = self.point_settings(cfg, sb)
+        written = self.point_settings(cfg, sb, p.workload)
         rec: dict[str, Any] = {
             "started_at": dt.datetime.now().isoformat(timespec="seconds"),
             "key": p.key,
@@ -390,6 +401,7 @@ class Runner:
             "ratio": p.ratio,
             "shared_buffers": sb,
             "nvm_buffer_descriptors": written.get("nvm_buffer_descriptors"),
+            "max_wal_size": written["max_wal_size"],
             "status": "error",
             "loadavg_1m": procfs.loadavg(),
         }
@@ -633,6 +645,37 @@ class Runner:
         except Exception as e:  # the raw files are what matters; say what failed
             ui.error(f"writing the report failed: {type(e).__name__}: {e}")
         ui.info(f"results in {self.out} (report.md, report.html, runs.jsonl, per_second/)")
+
+
+def size_tpcb_wal(tg: targets.Target) -> dict[str, Any]:
+    """TPC-B's max_wal_size for target ``tg`` (:func:`settings.tpcb_max_wal_size` of the
+    heap pages its pre-touch modifies, counted at set-up) and what it was sized from.
+    RuntimeError when the file system of the cluster's WAL directory (``pg_wal``, on nvm the
+    tmpfs) cannot hold that much WAL besides what it holds now
+    (:func:`settings.wal_space_shortfall`)."""
+    pages = tg.tpcb_pages
+    size = settings.tpcb_max_wal_size(pages)
+    wal_dir = (tg.server.cluster.datadir / "pg_wal").resolve()
+    fs = os.statvfs(wal_dir)
+    free = fs.f_bavail * fs.f_frsize
+    wal = sum(f.stat().st_size for f in wal_dir.iterdir() if f.is_file())
+    why = settings.wal_space_shortfall(size, free, wal)
+    if why:
+        raise RuntimeError(
+            f"{tg.name}: TPC-B's max_wal_size is sized from its {pages:,} pre-touched pages "
+            f"(max({settings.TPCB_WAL_MIN}, {settings.TPCB_WAL_FACTOR} × their full-page "
+            f"images)), and {why} ({wal_dir}). Free space there, or run fewer --records."
+        )
+    return {
+        "pretouch_pages": pages,
+        "fpi_bytes": pages * 8192,
+        "factor": settings.TPCB_WAL_FACTOR,
+        "minimum": settings.TPCB_WAL_MIN,
+        "max_wal_size": size,
+        "wal_dir": str(wal_dir),
+        "wal_dir_free_bytes": free,
+        "wal_bytes_at_setup": wal,
+    }
 
 
 def _vacuum(conn: psycopg.Connection, workload: str) -> float:

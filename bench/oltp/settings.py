@@ -81,6 +81,42 @@ DURABLE: dict[str, str] = {
 #: grow to that between checkpoints. A window that holds a checkpoint anyway is flagged.
 CHECKPOINTS: dict[str, str] = {"max_wal_size": "4GB", "checkpoint_timeout": "30min"}
 
+#: TPC-B's max_wal_size (:func:`tpcb_max_wal_size`): this many times the pre-touch's
+#: full-page images (one 8 kB FPI per heap page of its tables, :mod:`bench.oltp.pretouch`),
+#: so the checkpoint that WAL volume starts (at max_wal_size / (1 +
+#: checkpoint_completion_target), ~0.53 × max_wal_size with PostgreSQL's 0.9) lies ~1.6× the
+#: pre-touch's WAL away: the pre-touch, the warm-up and the window after it hold none. The
+#: default run (2M records, pgbench scale ~173, ~284k pages: ~2.3 GB of FPIs) passed the
+#: 4GB trigger (~2.1 GB) during its pre-touch.
+TPCB_WAL_FACTOR = 3
+#: the smallest TPC-B max_wal_size: :data:`CHECKPOINTS`' (small scales keep every other
+#: workload's setting)
+TPCB_WAL_MIN = CHECKPOINTS["max_wal_size"]
+GB = 1 << 30
+
+
+def tpcb_max_wal_size(pretouch_pages: int, block_size: int = 8192) -> str:
+    """``max_wal_size`` of the TPC-B points of a database whose pre-touched tables hold
+    ``pretouch_pages`` heap pages: :data:`TPCB_WAL_FACTOR` × their full-page images
+    (``pages × block_size``) rounded up to whole GB, never below :data:`TPCB_WAL_MIN`."""
+    need = -(-TPCB_WAL_FACTOR * pretouch_pages * block_size // GB)  # ceiling
+    return f"{max(need, configs.size_bytes(TPCB_WAL_MIN) // GB)}GB"
+
+
+def wal_space_shortfall(max_wal_size: str, free_bytes: int, wal_bytes: int) -> str | None:
+    """Why a WAL directory with ``free_bytes`` free on its file system and ``wal_bytes`` of
+    WAL in it already cannot hold ``max_wal_size`` of WAL (pg_wal grows to it between
+    checkpoints; on the tmpfs that emulates persistent memory that is DRAM), or None."""
+    need = configs.size_bytes(max_wal_size)
+    room = free_bytes + wal_bytes
+    if room >= need:
+        return None
+    return (
+        f"max_wal_size {max_wal_size} does not fit: pg_wal may grow to it between checkpoints, "
+        f"but its file system has {room / GB:.1f} GB for WAL ({free_bytes / GB:.1f} GB free + "
+        f"{wal_bytes / GB:.1f} GB of WAL already there)"
+    )
+
 
 def common_settings(shared_buffers: str) -> dict[str, str]:
     """Server settings of every configuration (PostgreSQL 18's defaults for everything

@@ -29,7 +29,7 @@ import psycopg
 from bench.core import cluster as clu
 from bench.core import ui
 from bench.core.server import Server
-from bench.oltp import settings, workloads
+from bench.oltp import pretouch, settings, workloads
 
 SCHEMA_VERSION = 1
 DBNAME = "oltp"
@@ -51,6 +51,16 @@ def database_size(conn: psycopg.Connection) -> int:
     """Bytes of the connection's database (every relation of it: what a pool must cover)."""
     row = conn.execute("select pg_database_size(current_database())").fetchone()
     return int(row[0]) if row else 0
+
+
+def pretouch_pages(conn: psycopg.Connection, workload: str = "tpcb") -> int:
+    """Heap pages of the tables ``workload``'s pre-touch modifies (:mod:`bench.oltp.pretouch`):
+    one full-page image each when it runs."""
+    total = 0
+    for table, _ in pretouch.TABLES[workload]:
+        row = conn.execute(pretouch.PAGES_SQL, (table,)).fetchone()
+        total += int(row[0]) if row and row[0] is not None else 0
+    return total
 
 
 def cluster_name(prefix: str, records: int, storage: str) -> str:
@@ -96,6 +106,8 @@ class Target:
         #: the whole database (pg_database_size): what se2's hybrid pool must cover
         self.db_bytes = 0
         self.tpcb: int | None = None  # scale loaded
+        #: heap pages of the tables TPC-B's pre-touch modifies, at set-up (sizes max_wal_size)
+        self.tpcb_pages = 0
 
     @property
     def server(self) -> Server:
@@ -155,8 +167,9 @@ class Target:
         ui.info(f"   loaded in {ui.fmt_seconds(time.monotonic() - t0)}")
 
     def ensure_tpcb(self, scale: int) -> str:
-        """pgbench's TPC-B tables at ``scale`` in the database (loaded unless there).
-        Leaves the server stopped. Returns 'reused' or 'loaded'."""
+        """pgbench's TPC-B tables at ``scale`` in the database (loaded unless there), and
+        the heap pages its pre-touch will modify (``tpcb_pages``). Leaves the server
+        stopped. Returns 'reused' or 'loaded'."""
         srv = self.server
         stamp = f"v{SCHEMA_VERSION} scale={scale}"
         srv.apply("base", dict(LOAD_SETTINGS), {})
@@ -166,6 +179,7 @@ class Target:
                 if self._stamps(conn).get("tpcb") == stamp:
                     self.tpcb = scale
                     self.db_bytes = database_size(conn)
+                    self.tpcb_pages = pretouch_pages(conn)
                     return "reused"
                 conn.execute(f"delete from {META_TABLE} where part = 'tpcb'")
             ui.step(f"loading TPC-B (pgbench -i -s {scale}) into {self.name}")
@@ -194,6 +208,7 @@ class Target:
                     (stamp,),
                 )
                 self.db_bytes = database_size(conn)
+                self.tpcb_pages = pretouch_pages(conn)
             ui.info(f"   loaded in {ui.fmt_seconds(time.monotonic() - t0)}")
             self.tpcb = scale
             return "loaded"
