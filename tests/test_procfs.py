@@ -177,3 +177,46 @@ def test_resident_bytes_of_a_shared_mapping_of_this_process() -> None:
         assert procfs.vma_rss(os.getpid(), seg[0]) == 3 << 20
     finally:
         m.close()
+
+
+def test_a_hugetlb_segment_on_a_fake_proc(huge_proc: Path) -> None:
+    """The readers on a server with huge_pages = on (conftest.huge_proc: postmaster 42)."""
+    tmp_path, d = huge_proc, huge_proc / "42"
+    huge, sysv = (0x7F0000000000, 0x7F0002000000), (0x7F2000000000, 0x7F2000010000)
+    assert procfs.shared_segments(42, tmp_path) == [huge, sysv]
+    assert procfs.hugetlb_segments(42, tmp_path) == {huge[0]}  # by its name in maps
+    assert procfs.hugetlb_segments(45, tmp_path) == set()
+    # its pages are not Rss, but Shared_Hugetlb + Private_Hugetlb
+    assert procfs.vma_rss(42, huge[0], tmp_path) == 0
+    assert procfs.vma_hugetlb(42, huge[0], tmp_path) == 4 << 20
+    assert procfs.vma_hugetlb(42, sysv[0], tmp_path) == 0
+    assert procfs.vma_rss(42, sysv[0], tmp_path) == 8192
+    assert procfs.vma_hugetlb(42, 0x7F5000000000, tmp_path) is None
+    assert procfs.vma_fields(42, huge[0], tmp_path) == {
+        "Size": 32 << 20,
+        "KernelPageSize": 2 << 20,
+        "MMUPageSize": 2 << 20,
+        "Rss": 0,
+        "Pss": 0,
+        "Shared_Clean": 0,
+        "Anonymous": 0,
+        "Shared_Hugetlb": 2 << 20,
+        "Private_Hugetlb": 2 << 20,
+    }
+    assert procfs.hugetlb_page_size(42, huge[0], tmp_path) == 2 << 20
+    assert procfs.hugetlb_page_size(42, sysv[0], tmp_path) is None
+    assert procfs.hugetlb_page_size(45, huge[0], tmp_path) is None  # gone
+    assert procfs.hugepages(tmp_path) == {
+        "total": 24,
+        "free": 18,
+        "rsvd": 12,
+        "surp": 0,
+        "page_bytes": 2 << 20,
+    }
+    assert procfs.hugepages(tmp_path / "none") is None
+    # the pages allocated to the segment's object: its map_files entry's blocks (here a
+    # plain file of 8 MB written; the kernel's is the hugetlbfs object)
+    assert procfs.hugetlb_allocated_bytes(42, huge, tmp_path) is None  # no map_files: not root
+    (d / "map_files").mkdir()
+    (d / "map_files" / "7f0000000000-7f0002000000").write_bytes(b"\1" * (8 << 20))
+    assert procfs.hugetlb_allocated_bytes(42, huge, tmp_path) == 8 << 20

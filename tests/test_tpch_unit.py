@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bench.core import configs, procfs
+from bench.core import configs, dram, procfs
 from bench.tpch import (
     compare,
     data,
@@ -708,6 +708,49 @@ def test_report_method_and_dram_columns(tmp_path: Path) -> None:
     row_csv = runner.csv_row(recs[1])
     assert (row_csv["dram_shared_mb"], row_csv["dram_total_mb"]) == (151.0, 156.0)
     assert runner.csv_row(recs[0])["warmup"] is True
+    # no server had hugetlb pages: not a word of them
+    assert "Huge pages" not in md and runner.csv_row(recs[1])["dram_hugetlb_reserved_mb"] is None
+
+
+def test_report_says_shared_counts_the_touched_hugetlb_pages(tmp_path: Path) -> None:
+    """mem_limit with huge_pages = on and vm.nr_hugepages reserved (bench.core.dram's
+    ``hugetlb`` section): *shared* is the touched huge pages, the report says so and gives
+    the reserved segment beside it; runs.csv has both."""
+    names = ["mem_limit", "nvm_se2"]
+    recs = []
+    for n in names:
+        for q in (1, 6):
+            r = _rec(n, q, 1.0)
+            r["rep"] = 1
+            r["dram"] = _dram(1650.0 if n == "mem_limit" else 50.0, 5.0)
+            if n == "mem_limit":
+                r["dram"]["hugetlb"] = {
+                    "counted_in_shared": "touched",
+                    "touched_mb": 1640.0 - 100 * (q == 6),
+                    "touched_start_mb": 1600.0,
+                    "reserved_mb": 2180.0,
+                    "page_kb": 2048,
+                    "measured_as": dram.SOURCE_HUGETLB_ALLOCATED,
+                    "pool_mb": 2304.0,
+                    "pool_taken_mb": 2180.0,
+                    "pool_rsvd_mb": 540.0,
+                }
+            recs.append(r)
+    plan = _plan(names, [1, 6])
+    plan.pop("unavailable")
+    plan.update(method="prewarm", method_doc=methods.METHODS["prewarm"].doc)
+    report.Report(tmp_path, report.Analysis(plan, {"cpus": 2}, recs, [])).write()
+    md = (tmp_path / "report.md").read_text()
+    assert (
+        "**Huge pages**: the main shared memory segment was in hugetlb pages (2048 kB; "
+        "`huge_pages` with `vm.nr_hugepages` reserved) in mem_limit. *shared* counts the "
+        "huge pages the server **touched**"
+    ) in md
+    assert "not the ones it **reserved**" in md
+    assert "(peaks: mem_limit: 1640 MB touched of 2180 MB reserved; the pool: 2304 MB" in md
+    row = runner.csv_row(recs[0])
+    assert (row["dram_hugetlb_touched_mb"], row["dram_hugetlb_reserved_mb"]) == (1640.0, 2180.0)
+    assert runner.csv_row(recs[2])["dram_hugetlb_touched_mb"] is None  # nvm_se2: base pages
 
 
 def test_report_of_a_run_before_the_method_and_dram(tmp_path: Path) -> None:

@@ -17,11 +17,16 @@ the functions return ``None`` / empty values then, never raise.
   :func:`cpus_allowed` (``status``: the CPUs it may run on, :func:`parse_cpu_list`).
 * Memory of a process: :func:`memory_status` (``status``: RssAnon, RssFile, RssShmem),
   :func:`shared_segments` (``maps``: the shared anonymous mappings, PostgreSQL's shared
-  memory), :func:`vma_rss` (``smaps``: what one process has of one mapping) and
+  memory), :func:`vma_fields` / :func:`vma_rss` (``smaps``: what one process has of one
+  mapping; of a hugetlb mapping, :func:`hugetlb_page_size`, its huge pages are
+  ``Shared_Hugetlb`` / ``Private_Hugetlb``, not ``Rss``: :func:`vma_hugetlb`),
   :func:`resident_bytes` (the mapping's pages resident in DRAM, whoever touched them:
-  ``mincore(2)`` on ``map_files``, which needs CAP_SYS_ADMIN).
-* The machine: :func:`meminfo`, :func:`mem_total_bytes`, :func:`loadavg`,
-  :func:`cpu_busy_seconds` (``/proc/stat``), :func:`cpu_model`, :func:`sysctl`.
+  ``mincore(2)`` on ``map_files``, which needs CAP_SYS_ADMIN) and, for a hugetlb mapping,
+  where that mincore sees nothing, :func:`hugetlb_allocated_bytes` (the huge pages its
+  object holds, from ``st_blocks`` of ``map_files``).
+* The machine: :func:`meminfo`, :func:`hugepages` (the hugetlb pool), :func:`mem_total_bytes`,
+  :func:`loadavg`, :func:`cpu_busy_seconds` (``/proc/stat``), :func:`cpu_model`,
+  :func:`sysctl`.
 """
 
 from __future__ import annotations
@@ -331,7 +336,13 @@ def shared_segments(pid: int, root: Path = PROC) -> list[tuple[int, int]]:
     the small System V one, any other made before the children were forked; every server
     process maps them at the same addresses). Not a tmpfs file (the emulated persistent
     memory, POSIX DSM segments). Empty if it has none or is gone."""
-    out: list[tuple[int, int]] = []
+    out = [(a, b) for a, b, name in _shared_maps(pid, root) if name.startswith(_ANON_SHARED)]
+    return sorted(out, key=lambda seg: seg[0] - seg[1])
+
+
+def _shared_maps(pid: int, root: Path) -> list[tuple[int, int, str]]:
+    """(start, end, name) of every shared mapping in ``pid``'s ``maps`` (empty if gone)."""
+    out: list[tuple[int, int, str]] = []
     try:
         text = (root / str(pid) / "maps").read_text()
     except OSError:
@@ -340,32 +351,78 @@ def shared_segments(pid: int, root: Path = PROC) -> list[tuple[int, int]]:
         parts = line.split(None, 5)
         if len(parts) < 6 or len(parts[1]) < 4 or parts[1][3] != "s":
             continue
-        if not parts[5].strip().startswith(_ANON_SHARED):
-            continue
         a, _, b = parts[0].partition("-")
-        out.append((int(a, 16), int(b, 16)))
-    return sorted(out, key=lambda seg: seg[0] - seg[1])
+        out.append((int(a, 16), int(b, 16), parts[5].strip()))
+    return out
 
 
-def vma_rss(pid: int, start: int, root: Path = PROC) -> int | None:
-    """Bytes of the mapping at ``start`` resident in ``pid``'s page tables (its ``Rss`` in
-    ``smaps``): the pages this process has touched, not those only others have. None if
-    the process or the mapping is gone."""
+def hugetlb_segments(pid: int, root: Path = PROC) -> set[int]:
+    """The starts of ``pid``'s shared anonymous mappings in hugetlb pages, by their name in
+    ``maps`` (``/anon_hugepage``; cheap: ``maps`` walks no page tables, ``smaps`` does).
+    Empty if it has none or is gone."""
+    return {a for a, _, name in _shared_maps(pid, root) if name.startswith("/anon_hugepage")}
+
+
+def vma_fields(pid: int, start: int, root: Path = PROC) -> dict[str, int] | None:
+    """The sizes ``smaps`` gives the mapping of ``pid`` at ``start``, in bytes (``Size``,
+    ``KernelPageSize``, ``Rss``, ``Shared_Hugetlb``...: every ``Name: N kB`` line of it).
+    None if the process or the mapping is gone."""
     head = f"{start:x}-"
     inside = False
+    out: dict[str, int] | None = None
     try:
         text = (root / str(pid) / "smaps").read_text()
     except OSError:
         return None
     for line in text.splitlines():
         if not line[:1].isupper():  # a mapping's first line: "start-end perms ..."
+            if out is not None:
+                break
             inside = line.startswith(head)
-        elif inside and line.startswith("Rss:"):
-            try:
-                return int(line.split()[1]) * 1024
-            except (ValueError, IndexError):
-                return None
-    return None
+            if inside:
+                out = {}
+        elif inside and out is not None:
+            name, sep, value = line.partition(":")
+            parts = value.split()
+            if sep and len(parts) == 2 and parts[1] == "kB" and parts[0].isdigit():
+                out[name] = int(parts[0]) * 1024
+    return out
+
+
+def vma_rss(pid: int, start: int, root: Path = PROC) -> int | None:
+    """Bytes of the mapping at ``start`` resident in ``pid``'s page tables (its ``Rss`` in
+    ``smaps``): the pages this process has touched, not those only others have. Not the
+    huge pages of a hugetlb mapping (:func:`vma_hugetlb`). None if the process or the
+    mapping is gone."""
+    fields = vma_fields(pid, start, root)
+    return None if fields is None else fields.get("Rss")
+
+
+def vma_hugetlb(pid: int, start: int, root: Path = PROC) -> int | None:
+    """Bytes of the hugetlb mapping at ``start`` in ``pid``'s page tables: its
+    ``Shared_Hugetlb`` + ``Private_Hugetlb`` in ``smaps`` (the kernel counts a hugetlb
+    mapping's pages there, its ``Rss`` stays 0); the huge pages this process has touched,
+    not those only others have. 0 for a mapping of base pages; None if the process or the
+    mapping is gone."""
+    fields = vma_fields(pid, start, root)
+    return None if fields is None else hugetlb_mapped(fields)
+
+
+def hugetlb_mapped(fields: dict[str, int]) -> int:
+    """The huge pages a mapping's :func:`vma_fields` show mapped, in bytes: its
+    ``Shared_Hugetlb`` + ``Private_Hugetlb`` (a page only this process maps is private,
+    even in a shared mapping)."""
+    return fields.get("Shared_Hugetlb", 0) + fields.get("Private_Hugetlb", 0)
+
+
+def hugetlb_page_size(pid: int, start: int, root: Path = PROC) -> int | None:
+    """The page size of ``pid``'s mapping at ``start`` if it is a hugetlb mapping
+    (``KernelPageSize`` in ``smaps`` above the base page: PostgreSQL's main segment with
+    ``huge_pages = on|try`` and ``vm.nr_hugepages`` reserved, named ``/anon_hugepage``),
+    else None (base pages, a transparent huge page included, or gone)."""
+    fields = vma_fields(pid, start, root)
+    size = (fields or {}).get("KernelPageSize")
+    return size if size is not None and size > mmap.PAGESIZE else None
 
 
 _libc: ctypes.CDLL | None = None
@@ -419,6 +476,29 @@ def resident_bytes(pid: int, segment: tuple[int, int], root: Path = PROC) -> int
         os.close(fd)
 
 
+def hugetlb_allocated_bytes(pid: int, segment: tuple[int, int], root: Path = PROC) -> int | None:
+    """Bytes of huge pages allocated to ``pid``'s hugetlb mapping ``segment``, touched by any
+    process, living or exited: ``st_blocks`` of its object, through
+    ``/proc/<pid>/map_files/<start>-<end>`` (hugetlbfs adds a huge page's blocks when it
+    allocates the page). What :func:`resident_bytes` gives for base pages: mincore asks
+    the page tables of the asking process for a hugetlb mapping, which has touched nothing.
+    None where that is not possible (not CAP_SYS_ADMIN, the process or mapping gone).
+
+    Seen on Linux 6.18 with ``vm.nr_hugepages = 16``, a MAP_SHARED | MAP_ANONYMOUS |
+    MAP_HUGETLB mapping of 8 huge pages, 3 touched by its process and 2 more by a child that
+    exited: ``st_blocks`` × 512 = 6 MB, then 10 MB; :func:`resident_bytes` 0 both times
+    (the process's own mincore: 1,536 base pages, its 3); smaps ``Rss`` 0 and
+    ``Private_Hugetlb`` 6,144 kB (a page only one process maps is private, even in a shared
+    mapping), the child's 4,096 kB; ``RssShmem`` 0; ``HugePages_Rsvd`` 8 at the mmap, all of
+    it reserved before any touch."""
+    start, end = segment
+    try:
+        st = os.stat(root / str(pid) / "map_files" / f"{start:x}-{end:x}")
+    except OSError:
+        return None
+    return st.st_blocks * 512
+
+
 # --------------------------------------------------------------------------- the machine
 
 
@@ -433,6 +513,22 @@ def meminfo(root: Path = PROC) -> dict[str, str]:
         name, sep, value = line.partition(":")
         if sep:
             out[name.strip()] = value.strip()
+    return out
+
+
+def hugepages(root: Path = PROC) -> dict[str, int] | None:
+    """The hugetlb pool of the default huge page size in ``/proc/meminfo``: ``total``,
+    ``free``, ``rsvd`` (promised to mappings, not allocated yet), ``surp`` (pages) and
+    ``page_bytes``; None when /proc does not say."""
+    m = meminfo(root)
+    try:
+        out = {
+            k: int(m[f"HugePages_{k.capitalize()}"].split()[0])
+            for k in ("total", "free", "rsvd", "surp")
+        }
+        out["page_bytes"] = int(m["Hugepagesize"].split()[0]) * 1024
+    except (KeyError, ValueError, IndexError):
+        return None
     return out
 
 

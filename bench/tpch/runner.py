@@ -137,6 +137,8 @@ CSV_FIELDS = [
     "dram_shared_mb",
     "dram_backend_mb",
     "dram_total_mb",
+    "dram_hugetlb_touched_mb",
+    "dram_hugetlb_reserved_mb",
     "os_cache",
     "loadavg_1m",
     "other_cpu_s",
@@ -268,6 +270,9 @@ def csv_row(rec: dict[str, Any]) -> dict[str, Any]:
     mem = rec.get("dram") or {}
     for k in ("shared", "backend", "total"):
         row[f"dram_{k}_mb"] = mem.get(f"{k}_mb")
+    huge = mem.get("hugetlb") or {}  # the main segment in hugetlb pages: touched is in shared
+    row["dram_hugetlb_touched_mb"] = huge.get("touched_mb")
+    row["dram_hugetlb_reserved_mb"] = huge.get("reserved_mb")
     row.update(
         {
             "backend_utime_s": b.get("utime_s"),

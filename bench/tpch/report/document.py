@@ -148,7 +148,41 @@ class Document:
             "sorts and hashes, its helper threads' stacks). *total*: the largest shared + "
             "backend of one sample. Not counted: the tmpfs files that emulate persistent "
             "memory (se1/se2 map them; a process's RssShmem would count them as DRAM), "
-            "the OS page cache, other server processes' private memory."
+            "the OS page cache, other server processes' private memory." + self.hugetlb_text()
+        )
+
+    def hugetlb_text(self) -> str:
+        """What *shared* counted of a server whose main segment was in hugetlb pages
+        (``huge_pages`` with ``vm.nr_hugepages`` reserved; the run record's
+        ``dram.hugetlb``), with its leading space; empty where no run had one."""
+        per: dict[str, list[dict[str, Any]]] = {}
+        for r in self.a.records:
+            huge = (r.get("dram") or {}).get("hugetlb")
+            if huge and r.get("status") == "ok":
+                per.setdefault(r["config"], []).append(huge)
+        if not per:
+            return ""
+
+        def top(xs: list[dict[str, Any]], key: str) -> str:
+            vals = [float(x[key]) for x in xs if x.get(key) is not None]
+            return fmt(max(vals), 0) if vals else "–"
+
+        each = "; ".join(
+            f"{c}: {top(xs, 'touched_mb')} MB touched of {top(xs, 'reserved_mb')} MB reserved"
+            for c, xs in per.items()
+        )
+        pools = [x for xs in per.values() for x in xs]
+        return (
+            " **Huge pages**: the main shared memory segment was in hugetlb pages "
+            f"({top(pools, 'page_kb')} kB; `huge_pages` with `vm.nr_hugepages` reserved) in "
+            f"{', '.join(per)}. *shared* counts the huge pages the server **touched** (those "
+            "allocated to its segment), as it counts base pages; not the ones it "
+            "**reserved**: PostgreSQL maps the whole segment at its start and the pool "
+            "holds it for it, touched or not, out of everyone else's reach (peaks: "
+            f"{each}; the pool: {top(pools, 'pool_mb')} MB, of it "
+            f"{top(pools, 'pool_taken_mb')} MB allocated or promised). Both per run: "
+            "`dram.hugetlb` in runs.jsonl, runs.csv's `dram_hugetlb_touched_mb` and "
+            "`dram_hugetlb_reserved_mb`."
         )
 
     def per_query_blocks(self) -> list[Block]:

@@ -80,8 +80,9 @@ class Report:
                         "warmup_runs_discarded": self.a.warmups,
                     },
                     "dram": "peak MB of samples: shared (the server's main shared memory "
-                    "resident), backend (its private memory, RssAnon), total (shared + "
-                    "backend in one sample)",
+                    "resident; in hugetlb pages: those touched, runs.jsonl's dram.hugetlb "
+                    "has the reserved segment too), backend (its private memory, RssAnon), "
+                    "total (shared + backend in one sample)",
                 },
                 indent=2,
                 sort_keys=True,
