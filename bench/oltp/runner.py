@@ -4,8 +4,10 @@ Protocol of one point (configuration C, workload W, clients N, repetition R; for
 experiment also shared_buffers = ratio × data):
 
 1. The other storage target's server is stopped; C's settings (the job's common settings,
-   C's own, then fsync / synchronous_commit / full_page_writes = on) are written to the
-   target's ``pgnvm.conf`` and the server restarts: shared buffers are cold. The server's
+   C's own, then fsync / synchronous_commit / full_page_writes = on; a TPC-B point's
+   max_wal_size sized at set-up from the pages its pre-touch modifies, :func:`size_tpcb_wal`,
+   recorded as ``max_wal_size``) are written to the target's ``pgnvm.conf`` and the server
+   restarts: shared buffers are cold. The server's
    ``SHOW`` of the three durability settings is recorded (``durable``), and of its pool
    (``pool``: shared_buffers, nvm_buffer_descriptors) with the shared memory it allocated
    (``shmem_bytes``, from ``pg_shmem_allocations``: the DRAM of the pool and the rest).
