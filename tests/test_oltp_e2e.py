@@ -341,6 +341,14 @@ def test_oltp_tpcb_pretouch(tmp_path: Path, test_clusters: None) -> None:
     md = (out / "report.md").read_text()
     assert "TPC-B: **pre-touch** — `VACUUM` of pgbench_accounts" in md
     assert " FPI |" in md  # the window table's pre-touch column
+    # max_wal_size sized from the pre-touched pages at set-up (a few hundred here: 4GB),
+    # written for every TPC-B point and shown by its server
+    sized = json.loads((out / "plan.json").read_text())["tpcb_wal"]["nvm"]
+    assert sized["pretouch_pages"] > 0 and sized["max_wal_size"] == "4GB", sized
+    assert sized["wal_dir"].endswith("/pg_wal") and sized["wal_dir_free_bytes"] > 4 << 30
+    for x in runs:
+        assert x["max_wal_size"] == x["max_wal_size_shown"] == "4GB", x
+    assert "so TPC-B's points run with `max_wal_size` = max(4GB, 3 × the pre-touched" in md
 
     off = tmp_path / "no-pretouch"
     r = _oltp(off, [name], "tpcb", "1", "none", False, ("0", "0"), ("--no-pretouch",))

@@ -449,6 +449,7 @@ class Runner:
             rec["durability"] = shown
             rec["durable"] = shown == settings.DURABLE
             rec["pool"] = {k: srv.show(k) for k in ("shared_buffers", "nvm_buffer_descriptors")}
+            rec["max_wal_size_shown"] = srv.show("max_wal_size")
             rec["shmem_bytes"] = shmem_bytes(conn)
             if cfg.writes_wal_pmem:
                 rec["wal_pmem"] = _wal_pmem(srv.log_since(log_offset))
