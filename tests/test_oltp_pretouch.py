@@ -288,6 +288,9 @@ def test_method_paragraph_states_the_wal_size() -> None:
         "283,731 pages (2.2 GB of them)"
     ) in on, on
     assert "a run whose WAL directory's file system cannot hold it is refused" in on
+    small = {"nvm": {**sized["nvm"], "pretouch_pages": 1642, "fpi_bytes": 1642 * 8192}}
+    on = _method(_plan(pretouch=True, pretouch_tables=tables, tpcb_wal=small))
+    assert "(nvm: **7GB** for 1,642 pages (13 MB of them)" in on
     assert "a checkpoint starts during it and the window is flagged" in on
     # a run from before the sizing: the sentence of then
     old = _method(_plan(pretouch=True, pretouch_tables=tables))

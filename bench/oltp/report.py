@@ -374,7 +374,7 @@ def _tpcb_wal_text(sized: dict[str, dict[str, Any]] | None) -> str:
         return ": where that comes near `max_wal_size`"
     each = "; ".join(
         f"{storage}: **{s['max_wal_size']}** for {s['pretouch_pages']:,} pages "
-        f"({s['fpi_bytes'] / (1 << 30):.1f} GB of them)"
+        f"({_gb_or_mb(s['fpi_bytes'])} of them)"
         for storage, s in sized.items()
     )
     one = next(iter(sized.values()))
@@ -387,6 +387,11 @@ def _tpcb_wal_text(sized: dict[str, dict[str, Any]] | None) -> str:
         "may grow to it; a run whose WAL directory's file system cannot hold it is refused. "
         "Where WAL still comes near it"
     )
+
+
+def _gb_or_mb(n: int) -> str:
+    """``n`` bytes as ``2.2 GB``, or ``13 MB`` below a GB."""
+    return f"{n / (1 << 30):.1f} GB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MB"
 
 
 def window_rows(records: list[dict[str, Any]], workload: str) -> list[list[Any]]:
