@@ -359,3 +359,62 @@ def test_oltp_tpcb_pretouch(tmp_path: Path, test_clusters: None) -> None:
     assert json.loads((off / "plan.json").read_text())["pretouch"] is False
     md = (off / "report.md").read_text()
     assert "TPC-B: **no pre-touch** (`--no-pretouch`)" in md and "| off |" in md
+
+
+def test_oltp_ycsb_pretouch(tmp_path: Path, test_clusters: None) -> None:
+    """YCSB-A's pre-touch (bench.oltp.pretouch, usertable), from counters only, as TPC-B's
+    above: with no warm-up at all the measured window follows the pre-touch directly and
+    writes fewer full-page images per transaction than the run's settle threshold, here
+    --fpi-settled 0.005 (a tenth of the default): without the pre-touch the window takes
+    the first touch of every usertable page its zipfian keys hit, a few hundred of the
+    ~830 pages in a 2 s window of some 10,000-40,000 transactions (≥ ~0.01 FPI/txn). The
+    pre-touch changed one row on every usertable page that holds one (VACUUMed first) and
+    wrote at least one FPI for each; no checkpoint came between it and the window; the
+    point's max_wal_size is the one sized for YCSB at set-up. Two repetitions: the second's
+    VACUUM runs on what the first left. With --no-pretouch the record says so and its
+    window writes more FPIs per transaction than the pre-touched ones."""
+    name = _configs()[-1]  # nvm_se2 (nvm_base_worker where the build has no se2)
+    settled = "0.005"
+    out = tmp_path / "ycsb-pretouch"
+    common = ("--repeat", "2", "--fpi-settled", settled)
+    r = _oltp(out, [name], "a", "1", "none", False, ("0", "0"), common)
+    assert r.returncode == 0, r.stdout + r.stderr
+    runs = _runs(out)
+    assert [x["rep"] for x in runs] == [1, 2] and {x["status"] for x in runs} == {"ok"}
+    on = []
+    for x in runs:
+        touch, win = x["pretouch"], x["window"]
+        assert touch["done"] is True and list(touch["tables"]) == ["usertable"], touch
+        assert touch["vacuum_s"] >= 0 and touch["seconds"] >= 0, touch
+        each = touch["tables"]["usertable"]
+        # usertable's pages hold 6 rows each and a few thousand mostly HOT updates empty
+        # none of them (2% allowed)
+        assert 0.98 * each["pages"] <= each["rows"] <= each["pages"], each
+        assert touch["wal_fpi"] >= touch["rows"] > 0, touch
+        assert x["warmup"]["slices"] == [] and x["warmup"]["threshold"] == float(settled)
+        assert x["checkpoints_before_window"] == 0 and win["checkpoints"]["started"] == 0, x
+        assert win["transactions"] > 0
+        fpi = win["wal_fpi"] / win["transactions"]
+        assert fpi < float(settled), (x["key"], x["rep"], win, touch)
+        on.append(fpi)
+    plan_doc = json.loads((out / "plan.json").read_text())
+    assert plan_doc["pretouch_tables"]["a"] == ["usertable"]
+    sized = plan_doc["ycsb_wal"]["nvm"]
+    assert 0 < sized["pretouch_pages"] <= runs[0]["pretouch"]["pages"], sized
+    for x in runs:
+        assert x["max_wal_size"] == x["max_wal_size_shown"] == sized["max_wal_size"] == "4GB"
+    md = (out / "report.md").read_text()
+    assert "YCSB-A: **pre-touch** — `VACUUM` of usertable" in md
+    assert "so YCSB-A's points run with `max_wal_size`" in md
+    assert " FPI |" in md  # the window table's pre-touch column
+
+    off = tmp_path / "ycsb-no-pretouch"
+    r = _oltp(off, [name], "a", "1", "none", False, ("0", "0"), ("--no-pretouch", *common[2:]))
+    assert r.returncode == 0, r.stdout + r.stderr
+    (x,) = _runs(off)
+    assert x["pretouch"] == {"done": False, "why": "--no-pretouch"}, x["pretouch"]
+    assert x["status"] == "ok" and x["checkpoints_before_window"] == 0
+    win = x["window"]
+    assert win["wal_fpi"] / win["transactions"] > max(on), (win, on)
+    md = (off / "report.md").read_text()
+    assert "YCSB-A: **no pre-touch** (`--no-pretouch`)" in md and "| off |" in md

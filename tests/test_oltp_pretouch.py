@@ -1,6 +1,7 @@
-"""Unit tests of bench/oltp/pretouch.py (no server): which points are pre-touched, the
-option, the statements, the record, the flags and the report's text. The pre-touch on a
-server, from its counters: test_oltp_e2e.py::test_oltp_tpcb_pretouch."""
+"""Unit tests of bench/oltp/pretouch.py (no server): which points are pre-touched (TPC-B,
+YCSB-A, B, F), the option, the statements, the record, the flags, the max_wal_size sized
+for them and the report's text. The pre-touch on a server, from its counters:
+test_oltp_e2e.py::test_oltp_tpcb_pretouch and ::test_oltp_ycsb_pretouch."""
 
 from __future__ import annotations
 
@@ -14,31 +15,63 @@ import pytest
 from bench import cli
 from bench.core import blocks, configs
 from bench.oltp import cli as oltp_cli
-from bench.oltp import plan, pretouch, report, runner, settings, window
+from bench.oltp import plan, pretouch, report, runner, settings, window, workloads
 
 
 def _opts(*argv: str) -> plan.Options:
     return oltp_cli.options(cli.build_parser().parse_args(["oltp", *argv]))
 
 
-def test_tpcb_only_and_on_by_default() -> None:
+def test_updating_workloads_only_and_on_by_default() -> None:
     assert _opts().pretouch is True and plan.Options().pretouch is True
     assert _opts("--no-pretouch").pretouch is False
-    assert pretouch.applies("tpcb", True)
-    assert not pretouch.applies("tpcb", False)
-    for w in ("a", "b", "c", "f"):  # YCSB is never pre-touched
-        assert not pretouch.applies(w, True)
-    assert pretouch.skipped("tpcb", False) == {"done": False, "why": "--no-pretouch"}
-    assert pretouch.skipped("a", True) == {"done": False, "why": pretouch.NOT_NEEDED}
+    for w in ("tpcb", "a", "b", "f"):  # every workload that updates
+        assert pretouch.applies(w, True), w
+        assert not pretouch.applies(w, False), w  # --no-pretouch: none of them
+        assert pretouch.skipped(w, False) == {"done": False, "why": "--no-pretouch"}, w
+    assert not pretouch.applies("c", True) and not pretouch.applies("c", False)  # reads only
+    assert pretouch.skipped("c", True) == {"done": False, "why": pretouch.NOT_NEEDED}
+    assert pretouch.skipped("c", False) == {"done": False, "why": pretouch.NOT_NEEDED}
+    assert pretouch.NOT_NEEDED.startswith("read-only")
+
+
+def test_ycsb_pretouches_usertable_as_tpcb_its_tables() -> None:
+    # the same code, another table list: usertable and the field YCSB's updates change
+    for w in ("a", "b", "f"):
+        assert pretouch.TABLES[w] == (("usertable", "field1"),), w
+        assert pretouch.vacuum_sql(w) == "VACUUM usertable", w
+        assert pretouch.wal_group(w) == "ycsb", w
+    assert "c" not in pretouch.TABLES and pretouch.wal_group("c") is None
+    assert pretouch.wal_group("tpcb") == "tpcb"
+    assert pretouch.update_sql("usertable", "field1") == (
+        "UPDATE usertable SET field1 = field1 WHERE ctid = ANY (ARRAY("
+        "SELECT min(ctid) FROM usertable GROUP BY (ctid::text::point)[0]))"
+    )
+    # field1 is the column the workload's own updates set (not the indexed key)
+    assert "SET field1 = " in workloads.OPS["update"] and "SET field1 = " in workloads.OPS["rmw"]
 
 
 def test_the_plan_records_it() -> None:
+    tables = {
+        "tpcb": ["pgbench_accounts", "pgbench_branches", "pgbench_tellers"],
+        **{w: ["usertable"] for w in ("a", "b", "f")},
+    }
     for argv, want in (((), True), (("--no-pretouch",), False)):
         doc = runner.Runner(_opts("--workloads", "tpcb", *argv)).plan_doc()
         assert doc["pretouch"] is want
-        assert doc["pretouch_tables"] == {
-            "tpcb": ["pgbench_accounts", "pgbench_branches", "pgbench_tellers"]
-        }
+        assert doc["pretouch_tables"] == tables
+
+
+def test_the_workloads_whose_wal_is_sized() -> None:
+    # the default run: YCSB-A, and YCSB-A in the memory experiment
+    assert plan.run_workloads(_opts()) == ["a"] and plan.wal_groups(_opts()) == ["ycsb"]
+    # the memory experiment alone still runs YCSB-A
+    assert plan.wal_groups(_opts("--workloads", "")) == ["ycsb"]
+    assert plan.wal_groups(_opts("--workloads", "a,tpcb")) == ["ycsb", "tpcb"]
+    assert plan.wal_groups(_opts("--workloads", "tpcb", "--memory-ratios", "none")) == ["tpcb"]
+    assert plan.wal_groups(_opts("--workloads", "c", "--memory-ratios", "none")) == []
+    # --no-pretouch keeps the sizing: the same server settings with and without it
+    assert plan.wal_groups(_opts("--no-pretouch")) == ["ycsb"]
 
 
 def test_statements_touch_every_page_by_ctid() -> None:
@@ -191,23 +224,23 @@ DEFAULT_PAGES = 173 * 1640 + 10 + 1
 TRIGGER = 1 / 1.9
 
 
-def test_tpcb_max_wal_size_from_the_pretouched_pages() -> None:
+def test_pretouch_max_wal_size_from_the_pretouched_pages() -> None:
     gb = 1 << 30
     # the default run: ~2.2 GB of full-page images; 4GB starts a checkpoint after ~2.1 GB
     fpi = DEFAULT_PAGES * 8192
     assert 2.1 * gb < fpi < 2.3 * gb
     assert configs.size_bytes("4GB") * TRIGGER < fpi
-    size = settings.tpcb_max_wal_size(DEFAULT_PAGES)
+    size = settings.pretouch_max_wal_size(DEFAULT_PAGES)
     assert size == "7GB"  # 3 x 2.17 GB = 6.5 GB, rounded up to whole GB
     assert configs.size_bytes(size) * TRIGGER > 1.5 * fpi  # the trigger well past the FPIs
     # small databases keep every workload's 4GB
-    assert settings.tpcb_max_wal_size(0) == "4GB"
-    assert settings.tpcb_max_wal_size(1700) == "4GB"
+    assert settings.pretouch_max_wal_size(0) == "4GB"
+    assert settings.pretouch_max_wal_size(1700) == "4GB"
     # rounded up: exactly 5 GB of 3 x FPIs is 5GB, one page more is 6GB
     pages_5gb = 5 * gb // (3 * 8192)
     assert 3 * pages_5gb * 8192 <= 5 * gb
-    assert settings.tpcb_max_wal_size(pages_5gb) == "5GB"
-    assert settings.tpcb_max_wal_size(pages_5gb + 1) == "6GB"
+    assert settings.pretouch_max_wal_size(pages_5gb) == "5GB"
+    assert settings.pretouch_max_wal_size(pages_5gb + 1) == "6GB"
 
 
 def test_wal_space_shortfall() -> None:
@@ -221,47 +254,50 @@ def test_wal_space_shortfall() -> None:
     )
 
 
-def _target(tmp_path: Path, pages: int) -> Any:
-    """A stand-in for targets.Target after its TPC-B set-up: a data directory with pg_wal
-    holding one 16 MB segment."""
+def _target(tmp_path: Path, pages: int, group: str = "tpcb") -> Any:
+    """A stand-in for targets.Target after its set-up (TPC-B's, or with ``group`` "ycsb"
+    usertable's): a data directory with pg_wal holding one 16 MB segment."""
     datadir = tmp_path / "data"
     (datadir / "pg_wal").mkdir(parents=True)
     (datadir / "pg_wal" / "000000010000000000000001").write_bytes(b"\0" * (16 << 20))
     return SimpleNamespace(
         name="oltp-r2000000-nvm",
-        tpcb_pages=pages,
+        pretouch_pages={group: pages},
         server=SimpleNamespace(cluster=SimpleNamespace(datadir=datadir)),
     )
 
 
-def test_size_tpcb_wal_and_the_settings_of_a_tpcb_point(tmp_path: Path) -> None:
+def test_size_pretouch_wal_and_the_settings_of_a_tpcb_point(tmp_path: Path) -> None:
     tg = _target(tmp_path, DEFAULT_PAGES)
     fs = os.statvfs(tmp_path)
     if fs.f_bavail * fs.f_frsize < 8 << 30:  # the 7GB must fit for the first half
-        tg.tpcb_pages = 1700
-    sized = runner.size_tpcb_wal(tg)
-    want = settings.tpcb_max_wal_size(tg.tpcb_pages)
-    assert sized["max_wal_size"] == want and sized["pretouch_pages"] == tg.tpcb_pages
-    assert sized["fpi_bytes"] == tg.tpcb_pages * 8192 and sized["factor"] == 3
+        tg.pretouch_pages["tpcb"] = 1700
+    pages = tg.pretouch_pages["tpcb"]
+    sized = runner.size_pretouch_wal(tg, "tpcb")
+    want = settings.pretouch_max_wal_size(pages)
+    assert sized["max_wal_size"] == want and sized["pretouch_pages"] == pages
+    assert sized["fpi_bytes"] == pages * 8192 and sized["factor"] == 3
     assert sized["wal_bytes_at_setup"] == 16 << 20
     assert sized["wal_dir"] == str((tmp_path / "data" / "pg_wal").resolve())
     r = runner.Runner(_opts("--workloads", "a,tpcb", "--configs", "nvm_base_worker"))
     r.configs = [configs.BY_NAME["nvm_base_worker"]]
-    r.tpcb_wal = {"nvm": sized}
+    r.pretouch_wal = {"tpcb": {"nvm": sized}}
     cfg = configs.BY_NAME["nvm_base_worker"]
     assert r.point_settings(cfg, "128MB", "tpcb")["max_wal_size"] == want
     assert r.point_settings(cfg, "128MB", "a")["max_wal_size"] == "4GB"  # YCSB: as before
     assert r.plan_doc()["tpcb_wal"] == {"nvm": sized}
     # the default run's size on the default storage
-    r.tpcb_wal = {"nvm": {**sized, "max_wal_size": settings.tpcb_max_wal_size(DEFAULT_PAGES)}}
+    r.pretouch_wal = {
+        "tpcb": {"nvm": {**sized, "max_wal_size": settings.pretouch_max_wal_size(DEFAULT_PAGES)}}
+    }
     s = r.point_settings(cfg, "128MB", "tpcb")
     assert configs.size_bytes(s["max_wal_size"]) * TRIGGER > DEFAULT_PAGES * 8192
 
 
-def test_size_tpcb_wal_refuses_what_the_wal_directory_cannot_hold(tmp_path: Path) -> None:
+def test_size_pretouch_wal_refuses_what_the_wal_directory_cannot_hold(tmp_path: Path) -> None:
     tg = _target(tmp_path, 400_000_000)  # 3.3 TB of full-page images: 9,156GB of WAL
     with pytest.raises(RuntimeError) as e:
-        runner.size_tpcb_wal(tg)
+        runner.size_pretouch_wal(tg, "tpcb")
     msg = str(e.value)
     assert msg.startswith(
         "oltp-r2000000-nvm: TPC-B's max_wal_size is sized from its 400,000,000 pre-touched "
@@ -296,3 +332,98 @@ def test_method_paragraph_states_the_wal_size() -> None:
     old = _method(_plan(pretouch=True, pretouch_tables=tables))
     assert "where that comes near `max_wal_size`, a checkpoint starts during it" in old
     assert "rounded up" not in old
+
+
+#: usertable's heap pages at the default 2M records: 6 rows of ~1 KB per page at fillfactor
+#: 80 (settings.ROW_BYTES)
+YCSB_DEFAULT_PAGES = -(-2_000_000 // 6)
+
+
+def test_ycsb_max_wal_size_from_usertable(tmp_path: Path) -> None:
+    gb = 1 << 30
+    fpi = YCSB_DEFAULT_PAGES * 8192
+    # the default run's YCSB pre-touch (~2.5 GB) would pass 4GB's checkpoint trigger (~2.1 GB)
+    assert 2.5 * gb < fpi < 2.6 * gb and configs.size_bytes("4GB") * TRIGGER < fpi
+    size = settings.pretouch_max_wal_size(YCSB_DEFAULT_PAGES)
+    assert size == "8GB"  # 3 x 2.54 GB = 7.6 GB, rounded up
+    assert configs.size_bytes(size) * TRIGGER > 1.5 * fpi  # the trigger well past the FPIs
+    # 1M records (~1.3 GB of FPIs): 3 x 1.27 GB = 3.8 GB, rounded up to the common 4GB,
+    # whose trigger (~2.1 GB) lies ~1.7x past them
+    assert settings.pretouch_max_wal_size(-(-1_000_000 // 6)) == "4GB"
+    tg = _target(tmp_path, 1700, "ycsb")
+    sized = runner.size_pretouch_wal(tg, "ycsb")
+    assert sized["max_wal_size"] == "4GB" and sized["pretouch_pages"] == 1700
+    r = runner.Runner(_opts("--workloads", "a,c,tpcb", "--configs", "nvm_base_worker"))
+    r.configs = [configs.BY_NAME["nvm_base_worker"]]
+    cfg = configs.BY_NAME["nvm_base_worker"]
+    r.pretouch_wal = {
+        "ycsb": {"nvm": {**sized, "max_wal_size": "8GB"}},
+        "tpcb": {"nvm": {**sized, "max_wal_size": "7GB"}},
+    }
+    for w, want in (("a", "8GB"), ("b", "8GB"), ("f", "8GB"), ("tpcb", "7GB"), ("c", "4GB")):
+        assert r.point_settings(cfg, "128MB", w)["max_wal_size"] == want, w
+    assert r.point_settings(cfg, "128MB")["max_wal_size"] == "4GB"  # plan.json's configs
+    doc = r.plan_doc()
+    assert doc["ycsb_wal"]["nvm"]["max_wal_size"] == "8GB"
+    assert doc["tpcb_wal"]["nvm"]["max_wal_size"] == "7GB"
+    big = _target(tmp_path / "big", 400_000_000, "ycsb")
+    with pytest.raises(RuntimeError) as e:
+        runner.size_pretouch_wal(big, "ycsb")
+    assert str(e.value).startswith(
+        "oltp-r2000000-nvm: YCSB's max_wal_size is sized from its 400,000,000 pre-touched "
+        "pages (max(4GB, 3 × their full-page images)), and max_wal_size 9156GB does not fit"
+    ), e.value
+
+
+_YCSB_TABLES = {
+    "tpcb": ["pgbench_accounts", "pgbench_branches", "pgbench_tellers"],
+    **{w: ["usertable"] for w in ("a", "b", "f")},
+}
+
+
+def test_method_paragraph_states_ycsbs() -> None:
+    sized = {
+        "nvm": {
+            "pretouch_pages": YCSB_DEFAULT_PAGES,
+            "fpi_bytes": YCSB_DEFAULT_PAGES * 8192,
+            "factor": 3,
+            "minimum": "4GB",
+            "max_wal_size": "8GB",
+        }
+    }
+    ab = {"a": "YCSB-A", "b": "YCSB-B", "c": "YCSB-C"}
+    on = _method(_plan(workloads=ab, pretouch=True, pretouch_tables=_YCSB_TABLES, ycsb_wal=sized))
+    assert (
+        " YCSB-A/B: **pre-touch** — `VACUUM` of usertable before the CHECKPOINT (what "
+        "earlier points left dead is cleaned, the tables stay bounded), and after it one "
+        "`UPDATE` per table that sets field1 to itself in one row (the smallest `ctid`) of "
+        "every heap page holding a live row"
+    ) in on, on
+    assert "on `disk` storage their YCSB-A/B windows start with them in the OS page" in on
+    assert (
+        "so YCSB-A/B's points run with `max_wal_size` = max(4GB, 3 × the pre-touched pages × "
+        "8 kB) rounded up to whole GB, from the pages counted at set-up (nvm: **8GB** for "
+        "333,334 pages (2.5 GB of them)"
+    ) in on, on
+    assert "TPC-B" not in on and "YCSB-C" not in on
+    # the memory experiment alone runs YCSB-A; with TPC-B both sentences, TPC-B's first
+    mem = _plan(workloads={}, memory_ratios={"1/2": "1GB"}, memory_workload="a")
+    assert " YCSB-A: **pre-touch**" in _method(
+        {**mem, "pretouch": True, "pretouch_tables": _YCSB_TABLES}
+    )
+    both = _method(
+        _plan(
+            workloads={"tpcb": "TPC-B", "a": "YCSB-A"}, pretouch=True, pretouch_tables=_YCSB_TABLES
+        )
+    )
+    assert 0 < both.index(" TPC-B: **pre-touch**") < both.index(" YCSB-A: **pre-touch**")
+    off = _method(_plan(workloads=ab, pretouch=False, pretouch_tables=_YCSB_TABLES))
+    assert (
+        " YCSB-A/B: **no pre-touch** (`--no-pretouch`): the first-touch full-page images of "
+        "the usertable pages its keys hit are written in the warm-up"
+    ) in off and "VACUUM" not in off
+    # YCSB-C only reads: not a word; a run from before YCSB's pre-touch: not a word either
+    only_c = _plan(workloads={"c": "YCSB-C"}, pretouch=True, pretouch_tables=_YCSB_TABLES)
+    assert "pre-touch" not in _method(only_c)
+    old = {"tpcb": _YCSB_TABLES["tpcb"]}
+    assert "pre-touch" not in _method(_plan(workloads=ab, pretouch=True, pretouch_tables=old))

@@ -111,10 +111,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--no-pretouch",
         action="store_true",
-        help="TPC-B: no pre-touch. By default a TPC-B point VACUUMs pgbench_accounts, "
-        "_branches and _tellers before its CHECKPOINT and after it updates one row of every "
-        "heap page of them, so the first-touch full-page images are written before the "
-        "warm-up, not in the window (uniform keys: they would go on for minutes). YCSB is "
+        help="no pre-touch. By default a TPC-B point VACUUMs pgbench_accounts, _branches "
+        "and _tellers before its CHECKPOINT and after it updates one row of every heap page "
+        "of them, so the first-touch full-page images are written before the warm-up, not "
+        "in the window (uniform keys: they would go on for minutes); a YCSB-A, B or F point "
+        "(the memory experiment's too) does the same with usertable. YCSB-C only reads: "
         "never pre-touched",
     )
     p.add_argument(

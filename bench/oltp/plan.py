@@ -16,7 +16,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from bench.core import configs, results, selection
-from bench.oltp import placement, settings, window, workloads
+from bench.oltp import placement, pretouch, settings, window, workloads
 
 MIN_SHARED_BUFFERS_MB = 2
 MIN_RECORDS = 1000
@@ -62,8 +62,9 @@ class Options:
     #: transaction, for at most ``warmup_max`` seconds (bench.oltp.window)
     warmup_max: float = window.DEFAULT_WARMUP_MAX
     fpi_settled: float = window.DEFAULT_FPI_SETTLED
-    #: TPC-B: VACUUM before the CHECKPOINT and one UPDATE of every heap page after it, so the
-    #: first-touch FPIs are written before the warm-up (bench.oltp.pretouch); --no-pretouch
+    #: TPC-B, YCSB-A, B, F: VACUUM before the CHECKPOINT and one UPDATE of every heap page
+    #: after it, so the first-touch FPIs are written before the warm-up
+    #: (bench.oltp.pretouch); --no-pretouch
     pretouch: bool = True
     repeat: int = settings.DEFAULT_REPEAT
     memory_ratios: list[str] = field(default_factory=lambda: list(settings.DEFAULT_MEMORY_RATIOS))
@@ -243,6 +244,20 @@ def points(o: Options, names: list[str]) -> list[Point]:
                 for c in names
             ]
     return out
+
+
+def run_workloads(o: Options) -> list[str]:
+    """The workloads a run's points run: ``--workloads``, and the memory experiment's."""
+    extra = [workloads.MEMORY_WORKLOAD] if o.memory_ratios else []
+    return list(dict.fromkeys([*o.workloads, *extra]))
+
+
+def wal_groups(o: Options) -> list[str]:
+    """The pre-touch groups (:func:`bench.oltp.pretouch.wal_group`) of a run's workloads,
+    whose points' max_wal_size is sized from their pre-touched pages at set-up (with
+    ``--no-pretouch`` too: the same server settings with and without it)."""
+    groups = (pretouch.wal_group(w) for w in run_workloads(o))
+    return list(dict.fromkeys(g for g in groups if g))
 
 
 def point_seconds(o: Options, overhead: float = 5.0) -> float:

@@ -1,4 +1,5 @@
-"""TPC-B's pre-touch: the first-touch full-page images written before the warm-up.
+"""The pre-touch of TPC-B's and YCSB's updating points: the first-touch full-page images
+written before the warm-up.
 
 Every point starts right after a ``CHECKPOINT``; with ``full_page_writes = on`` the first
 change of each page after it writes a full-page image (FPI). TPC-B (pgbench's
@@ -6,7 +7,14 @@ change of each page after it writes a full-page image (FPI). TPC-B (pgbench's
 spread over all its pages and the FPI-settled warm-up (:mod:`bench.oltp.window`) does not
 settle at the job's sizes: 0.16-0.31 FPI per transaction after 45 s at 1 client, and tps
 followed the FPI rate more than the configuration
-(docs/results/oltp-wal-placed-20261127: pairs 1.14, 0.84, 0.99 pmem/file WAL).
+(docs/results/oltp-wal-placed-20261127: pairs 1.14, 0.84, 0.99 pmem/file WAL). YCSB's
+zipfian keys were thought to settle in the warm-up, and there they did
+(docs/results/oltp-tpcbmethod-20261126); but its scrambled keys (``permute()``) spread even
+the hot set over usertable's pages, and at 2M records, 8 clients and ``--memory-ratios
+1/2,1/128`` half the YCSB-A windows started unsettled (0.045-0.065 FPI/txn after the 30 s
+warm-up limit, window 0.011-0.020) with tps following the FPI rate (29-40k for one
+configuration; docs/results/hybrid-hitpath-20261127, oltp2m). So every workload that
+updates (TPC-B, YCSB-A, B, F) is pre-touched; YCSB-C only reads.
 
 The pre-touch takes all of them at once, for every configuration alike
 (docs/oltp.md, "The measured window"):
@@ -31,9 +39,11 @@ The pre-touch takes all of them at once, for every configuration alike
    theirs too. Pages with no live row (emptied by VACUUM) are not touched; the record says
    how many there were.
 
-The existing FPI-settled warm-up follows as before. YCSB's zipfian workloads touch few pages
-often and settle in the warm-up (docs/results/oltp-tpcbmethod-20261126): no pre-touch.
-``--no-pretouch`` turns it off (neither the VACUUM nor the UPDATE run: the method of before).
+The existing FPI-settled warm-up follows as before. The workloads differ only in their
+table list (:data:`TABLES`): TPC-B's three tables, and for YCSB's updating workloads
+``usertable``, whose ``field1`` (the field the workload updates; not indexed, so with
+fillfactor 80 the update may be HOT) is set to itself. ``--no-pretouch`` turns it off for
+all of them (neither the VACUUM nor the UPDATE run: the method of before).
 """
 
 from __future__ import annotations
@@ -41,17 +51,30 @@ from __future__ import annotations
 import re
 from typing import Any
 
-#: per workload: the tables whose every heap page the pre-touch modifies, and the column it
-#: sets to itself (pgbench's balances: not indexed, so the update may be HOT)
+from bench.oltp import workloads
+
+#: TPC-B's tables and the column the pre-touch sets to itself (pgbench's balances: not
+#: indexed, so the update may be HOT)
+TPCB_TABLES: tuple[tuple[str, str], ...] = (
+    ("pgbench_accounts", "abalance"),
+    ("pgbench_branches", "bbalance"),
+    ("pgbench_tellers", "tbalance"),
+)
+#: YCSB's: usertable and the field its updates change (not indexed)
+YCSB_TABLES: tuple[tuple[str, str], ...] = ((workloads.TABLE, "field1"),)
+#: per workload that updates: the tables whose every heap page the pre-touch modifies, and
+#: the column it sets to itself. YCSB's workloads with an operation other than a read (A, B,
+#: F; not C)
 TABLES: dict[str, tuple[tuple[str, str], ...]] = {
-    "tpcb": (
-        ("pgbench_accounts", "abalance"),
-        ("pgbench_branches", "bbalance"),
-        ("pgbench_tellers", "tbalance"),
-    ),
+    "tpcb": TPCB_TABLES,
+    **{
+        name: YCSB_TABLES
+        for name, w in workloads.WORKLOADS.items()
+        if w.ycsb and any(op != "read" for op, _ in w.mix)
+    },
 }
 #: why a workload without an entry in :data:`TABLES` is not pre-touched
-NOT_NEEDED = "YCSB's zipfian keys touch few pages often: its warm-up settles"
+NOT_NEEDED = "read-only: it updates no row (the pre-touch is for the workloads that do)"
 OFF = "--no-pretouch"
 
 #: a server log line of a checkpoint that starts (``log_checkpoints = on``, every config)
@@ -66,6 +89,19 @@ def applies(workload: str, enabled: bool) -> bool:
 def skipped(workload: str, enabled: bool) -> dict[str, Any]:
     """The record of a point that is not pre-touched, and why."""
     return {"done": False, "why": OFF if workload in TABLES and not enabled else NOT_NEEDED}
+
+
+def wal_group(workload: str) -> str | None:
+    """The name under which ``workload``'s max_wal_size is sized from its pre-touched pages
+    (runner ``size_pretouch_wal``): ``tpcb``, ``ycsb`` (A, B and F share usertable), or None
+    for a workload that is never pre-touched."""
+    if workload not in TABLES:
+        return None
+    return "tpcb" if workload == "tpcb" else "ycsb"
+
+
+#: the workloads of each :func:`wal_group`, as messages and the report name them
+WAL_GROUP_TITLES = {"tpcb": "TPC-B", "ycsb": "YCSB"}
 
 
 def vacuum_sql(workload: str) -> str:

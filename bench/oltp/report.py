@@ -339,37 +339,65 @@ def _warmup_text(plan: dict[str, Any]) -> str:
     )
 
 
+#: per pre-touch group (:func:`bench.oltp.pretouch.wal_group`): the pages whose first-touch
+#: FPIs a point without the pre-touch writes, and the column its UPDATE sets to itself
+_PRETOUCH_WORDS = {
+    "tpcb": ("its uniformly chosen pgbench_accounts pages", "a balance"),
+    "ycsb": ("the usertable pages its keys hit", "field1"),
+}
+
+
 def _pretouch_text(plan: dict[str, Any]) -> str:
-    """The method's sentence on TPC-B's pre-touch (:mod:`bench.oltp.pretouch`), with its
-    leading space; empty without TPC-B or for runs from before the pre-touch."""
-    if "pretouch" not in plan or "tpcb" not in plan["workloads"]:
+    """The method's sentences on the pre-touch (:mod:`bench.oltp.pretouch`) of the run's
+    TPC-B and YCSB-A, B, F points, each with its leading space; empty for a run without
+    such points or from before the pre-touch (before YCSB's, for its workloads)."""
+    if "pretouch" not in plan:
         return ""
+    ran = list(plan["workloads"])
+    if plan.get("memory_ratios") and plan.get("memory_workload"):
+        ran.append(plan["memory_workload"])
+    touched = {"tpcb", *plan.get("pretouch_tables", {})}
+    out = ""
+    for group in pretouch.WAL_GROUP_TITLES:
+        names = [w for w in dict.fromkeys(ran) if w in touched and pretouch.wal_group(w) == group]
+        if names:
+            out += _pretouch_group_text(plan, group, names)
+    return out
+
+
+def _pretouch_group_text(plan: dict[str, Any], group: str, names: list[str]) -> str:
+    """:func:`_pretouch_text`'s sentence for the points of ``names``, pre-touch group
+    ``group``."""
+    label = "TPC-B" if group == "tpcb" else "YCSB-" + "/".join(n.upper() for n in names)
+    pages, column = _PRETOUCH_WORDS[group]
     if not plan["pretouch"]:
         return (
-            " TPC-B: **no pre-touch** (`--no-pretouch`): the first-touch full-page images of "
-            "its uniformly chosen pgbench_accounts pages are written in the warm-up and, "
-            "where it does not settle, in the measured window."
+            f" {label}: **no pre-touch** (`--no-pretouch`): the first-touch full-page images "
+            f"of {pages} are written in the warm-up and, where it does not settle, in the "
+            "measured window."
         )
-    tables = ", ".join(plan.get("pretouch_tables", {}).get("tpcb", []))
+    tables = ", ".join(plan.get("pretouch_tables", {}).get(names[0], []))
     return (
-        f" TPC-B: **pre-touch** — `VACUUM` of {tables} before the CHECKPOINT (what earlier "
+        f" {label}: **pre-touch** — `VACUUM` of {tables} before the CHECKPOINT (what earlier "
         "points left dead is cleaned, the tables stay bounded), and after it one `UPDATE` "
-        "per table that sets a balance to itself in one row (the smallest `ctid`) of every "
+        f"per table that sets {column} to itself in one row (the smallest `ctid`) of every "
         "heap page holding a live row, so each page's first-touch full-page image is "
         "written before the warm-up, not in the window; the warm-up follows as for every "
-        "point. Its seconds and full-page images: column 'pre-touch' of the window table "
-        "(`--no-pretouch` turns it off). It reads every page of those tables: on `disk` "
-        "storage their TPC-B windows start with them in the OS page cache, whatever the "
-        "cache drop before the CHECKPOINT removed. Its full-page images are ~8 kB per page "
-        "of them" + _tpcb_wal_text(plan.get("tpcb_wal")) + ", a checkpoint starts during it "
-        "and the window is flagged (column 'window')."
+        "point. Its seconds and full-page images: column 'pre-touch' of the window table, "
+        "runs.jsonl `pretouch` for every point (`--no-pretouch` turns it off). It reads "
+        f"every page of those tables: on `disk` storage their {label} windows start with "
+        "them in the OS page cache, whatever the cache drop before the CHECKPOINT removed. "
+        "Its full-page images are ~8 kB per page of them"
+        + _pretouch_wal_text(plan.get(f"{group}_wal"), label)
+        + ", a checkpoint starts during it and the window is flagged (column 'window')."
     )
 
 
-def _tpcb_wal_text(sized: dict[str, dict[str, Any]] | None) -> str:
-    """How TPC-B's max_wal_size was sized (plan.json ``tpcb_wal``, the runner's
-    ``size_tpcb_wal``), up to the clause on a checkpoint that starts anyway; for runs from
-    before the sizing (every point had the common max_wal_size) only that clause."""
+def _pretouch_wal_text(sized: dict[str, dict[str, Any]] | None, label: str) -> str:
+    """How the max_wal_size of ``label``'s points was sized (plan.json ``tpcb_wal``,
+    ``ycsb_wal``: the runner's ``size_pretouch_wal``), up to the clause on a checkpoint that
+    starts anyway; for runs from before the sizing (every point had the common
+    max_wal_size) only that clause."""
     if not sized:
         return ": where that comes near `max_wal_size`"
     each = "; ".join(
@@ -379,7 +407,7 @@ def _tpcb_wal_text(sized: dict[str, dict[str, Any]] | None) -> str:
     )
     one = next(iter(sized.values()))
     return (
-        f", so TPC-B's points run with `max_wal_size` = max({one['minimum']}, "
+        f", so {label}'s points run with `max_wal_size` = max({one['minimum']}, "
         f"{one['factor']} × the pre-touched pages × 8 kB) rounded up to whole GB, from the "
         f"pages counted at set-up ({each}; each point's `max_wal_size` is in runs.jsonl): "
         "the checkpoint that WAL volume starts (at `max_wal_size` / (1 + "
@@ -451,11 +479,12 @@ def window_blocks(records: list[dict[str, Any]], workload: str) -> list[Block]:
             "p",
             'The measured window of each repetition (docs/oltp.md, "The measured window"): '
             "pg_stat_wal's bytes, records and full-page images per transaction, checkpoints "
-            "started/done within it, seconds of warm-up before it, TPC-B's pre-touch (its "
-            "UPDATEs' seconds and full-page images; `off`: `--no-pretouch`), where pgbench and the "
-            "backends ran (`same:N`: both on vCPU N; `free`: the scheduler's choice); a "
-            "window with a checkpoint, after a warm-up that did not settle or after a "
-            "checkpoint that started since the point's CHECKPOINT is flagged.",
+            "started/done within it, seconds of warm-up before it, TPC-B's pre-touch and "
+            "YCSB-A/B/F's (its UPDATEs' seconds and full-page images; `off`: "
+            "`--no-pretouch`), where pgbench and the backends ran (`same:N`: both on vCPU N; "
+            "`free`: the scheduler's choice); a window with a checkpoint, after a warm-up "
+            "that did not settle or after a checkpoint that started since the point's "
+            "CHECKPOINT is flagged.",
         ),
         (
             "table",

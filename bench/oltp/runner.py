@@ -4,12 +4,12 @@ Protocol of one point (configuration C, workload W, clients N, repetition R; for
 experiment also shared_buffers = ratio × data):
 
 1. The other storage target's server is stopped; C's settings (the job's common settings,
-   C's own, then fsync / synchronous_commit / full_page_writes = on; a TPC-B point's
-   max_wal_size sized at set-up from the pages its pre-touch modifies, :func:`size_tpcb_wal`,
-   recorded as ``max_wal_size``) are written to the target's ``pgnvm.conf`` and the server
-   restarts: shared buffers are cold. The server's
-   ``SHOW`` of the three durability settings is recorded (``durable``), and of its pool
-   (``pool``: shared_buffers, nvm_buffer_descriptors) with the shared memory it allocated
+   C's own, then fsync / synchronous_commit / full_page_writes = on; a TPC-B or YCSB-A, B,
+   F point's max_wal_size sized at set-up from the pages its pre-touch modifies,
+   :func:`size_pretouch_wal`, recorded as ``max_wal_size``) are written to the target's
+   ``pgnvm.conf`` and the server restarts: shared buffers are cold. The server's ``SHOW``
+   of the three durability settings is recorded (``durable``), and of its pool (``pool``:
+   shared_buffers, nvm_buffer_descriptors) with the shared memory it allocated
    (``shmem_bytes``, from ``pg_shmem_allocations``: the DRAM of the pool and the rest).
    Placement (:mod:`bench.oltp.placement`): at 1 client (``--placement same``, the default)
    the new postmaster is pinned to one vCPU (``taskset -a -cp``: the backends it forks from
@@ -19,15 +19,16 @@ experiment also shared_buffers = ratio × data):
    Points with more clients, and ``--placement free``, run where the scheduler puts them; a
    pin that fails runs free, said in the record (``placement``, ``placement_why``,
    ``placement_fallback``).
-2. TPC-B (unless ``--no-pretouch``): ``VACUUM`` of the tables the pre-touch modifies
-   (:mod:`bench.oltp.pretouch`: what the previous points left dead is cleaned, so the
-   tables stay bounded). Data on disk: ``sync``, then ``posix_fadvise(DONTNEED)`` on every
-   file of the cluster (the OS page cache is cold too; not ``drop_caches``: see
-   results.drop_os_caches). Then ``CHECKPOINT``: every point starts right after a
-   checkpoint. TPC-B (unless ``--no-pretouch``): the pre-touch, one ``UPDATE`` of one row
-   on every heap page of pgbench_accounts, _branches and _tellers, writes the first-touch
-   full-page images before the warm-up; its seconds, pages, rows, FPIs and WAL bytes are
-   recorded (``pretouch``; ``done: false`` and why where it did not run).
+2. TPC-B, YCSB-A, B, F (unless ``--no-pretouch``; not YCSB-C, which only reads): ``VACUUM``
+   of the tables the pre-touch modifies (:mod:`bench.oltp.pretouch`: what the previous
+   points left dead is cleaned, so the tables stay bounded). Data on disk: ``sync``, then
+   ``posix_fadvise(DONTNEED)`` on every file of the cluster (the OS page cache is cold too;
+   not ``drop_caches``: see results.drop_os_caches). Then ``CHECKPOINT``: every point
+   starts right after a checkpoint. Then (the same points) the pre-touch, one ``UPDATE``
+   of one row on every heap page of pgbench_accounts, _branches and _tellers (TPC-B) or of
+   usertable (YCSB), writes the first-touch full-page images before the warm-up; its
+   seconds, pages, rows, FPIs and WAL bytes are recorded (``pretouch``; ``done: false``
+   and why where it did not run).
 3. Warm-up (:meth:`Runner.warm_up`, docs/oltp.md "The measured window"): the same pgbench
    workload for ``--warmup`` seconds, then in slices of :data:`window.SLICE_S` seconds until
    a slice writes at most ``--fpi-settled`` full-page images per transaction (the
@@ -254,8 +255,9 @@ class Runner:
         self.mem_sb: dict[str, str] = {}  # ratio -> shared_buffers
         #: storage -> bytes of the database at set-up (sizes se2's hybrid pool)
         self.db_bytes: dict[str, int] = {}
-        #: storage -> TPC-B's max_wal_size and what it was sized from (:meth:`size_tpcb_wal`)
-        self.tpcb_wal: dict[str, dict[str, Any]] = {}
+        #: pre-touch group (:func:`pretouch.wal_group`) -> storage -> the max_wal_size of its
+        #: points and what it was sized from (:func:`size_pretouch_wal`)
+        self.pretouch_wal: dict[str, dict[str, dict[str, Any]]] = {}
         self.seen_durations: list[float] = []
 
     # ---- set-up
@@ -286,8 +288,11 @@ class Runner:
             scale = targets.tpcb_scale(data_bytes)
             for tg in self.targets.values():
                 self.env["load"][f"{tg.storage}-tpcb"] = tg.ensure_tpcb(scale)
-                self.tpcb_wal[tg.storage] = size_tpcb_wal(tg)
             self.env["tpcb_scale"] = scale
+        for group in plan.wal_groups(o):
+            self.pretouch_wal[group] = {
+                tg.storage: size_pretouch_wal(tg, group) for tg in self.targets.values()
+            }
         self.env["data_bytes"] = {s: t.data_bytes for s, t in self.targets.items()}
         self.db_bytes = {s: t.db_bytes for s, t in self.targets.items()}
         self.env["db_bytes"] = dict(self.db_bytes)
@@ -311,11 +316,13 @@ class Runner:
     def point_settings(
         self, cfg: Config, shared_buffers: str, workload: str | None = None
     ) -> dict[str, str]:
-        """The settings of a point of ``cfg`` at ``shared_buffers``; a TPC-B point's
-        max_wal_size is the one sized for its cluster (:meth:`size_tpcb_wal`)."""
+        """The settings of a point of ``cfg`` at ``shared_buffers``; a pre-touched workload's
+        point (TPC-B, YCSB-A, B, F) has the max_wal_size sized for its cluster
+        (:func:`size_pretouch_wal`)."""
         s = settings.server_settings(cfg, shared_buffers, self.descriptors(cfg, shared_buffers))
-        if workload == "tpcb" and cfg.storage in self.tpcb_wal:
-            s["max_wal_size"] = self.tpcb_wal[cfg.storage]["max_wal_size"]
+        sized = self.pretouch_wal.get(pretouch.wal_group(workload or "") or "", {})
+        if cfg.storage in sized:
+            s["max_wal_size"] = sized[cfg.storage]["max_wal_size"]
         return s
 
     def hybrid_doc(self) -> dict[str, Any]:
@@ -369,7 +376,8 @@ class Runner:
                 for c in self.configs
             ],
             "hybrid_pool": self.hybrid_doc(),
-            "tpcb_wal": self.tpcb_wal,
+            "tpcb_wal": self.pretouch_wal.get("tpcb", {}),
+            "ycsb_wal": self.pretouch_wal.get("ycsb", {}),
             "unavailable": self.unavailable,
             "availability_unknown": self.unknown,
             "durable_settings": settings.DURABLE,
@@ -650,14 +658,15 @@ class Runner:
         ui.info(f"results in {self.out} (report.md, report.html, runs.jsonl, per_second/)")
 
 
-def size_tpcb_wal(tg: targets.Target) -> dict[str, Any]:
-    """TPC-B's max_wal_size for target ``tg`` (:func:`settings.tpcb_max_wal_size` of the
-    heap pages its pre-touch modifies, counted at set-up) and what it was sized from.
+def size_pretouch_wal(tg: targets.Target, group: str) -> dict[str, Any]:
+    """The max_wal_size of the points of pre-touch group ``group`` (``tpcb``, ``ycsb``:
+    :func:`pretouch.wal_group`) on target ``tg`` (:func:`settings.pretouch_max_wal_size` of
+    the heap pages its pre-touch modifies, counted at set-up) and what it was sized from.
     RuntimeError when the file system of the cluster's WAL directory (``pg_wal``, on nvm the
     tmpfs) cannot hold that much WAL besides what it holds now
     (:func:`settings.wal_space_shortfall`)."""
-    pages = tg.tpcb_pages
-    size = settings.tpcb_max_wal_size(pages)
+    pages = tg.pretouch_pages[group]
+    size = settings.pretouch_max_wal_size(pages)
     wal_dir = (tg.server.cluster.datadir / "pg_wal").resolve()
     fs = os.statvfs(wal_dir)
     free = fs.f_bavail * fs.f_frsize
@@ -665,15 +674,16 @@ def size_tpcb_wal(tg: targets.Target) -> dict[str, Any]:
     why = settings.wal_space_shortfall(size, free, wal)
     if why:
         raise RuntimeError(
-            f"{tg.name}: TPC-B's max_wal_size is sized from its {pages:,} pre-touched pages "
-            f"(max({settings.TPCB_WAL_MIN}, {settings.TPCB_WAL_FACTOR} × their full-page "
+            f"{tg.name}: {pretouch.WAL_GROUP_TITLES[group]}'s max_wal_size is sized from its "
+            f"{pages:,} pre-touched pages "
+            f"(max({settings.PRETOUCH_WAL_MIN}, {settings.PRETOUCH_WAL_FACTOR} × their full-page "
             f"images)), and {why} ({wal_dir}). Free space there, or run fewer --records."
         )
     return {
         "pretouch_pages": pages,
         "fpi_bytes": pages * 8192,
-        "factor": settings.TPCB_WAL_FACTOR,
-        "minimum": settings.TPCB_WAL_MIN,
+        "factor": settings.PRETOUCH_WAL_FACTOR,
+        "minimum": settings.PRETOUCH_WAL_MIN,
         "max_wal_size": size,
         "wal_dir": str(wal_dir),
         "wal_dir_free_bytes": free,

@@ -81,26 +81,29 @@ DURABLE: dict[str, str] = {
 #: grow to that between checkpoints. A window that holds a checkpoint anyway is flagged.
 CHECKPOINTS: dict[str, str] = {"max_wal_size": "4GB", "checkpoint_timeout": "30min"}
 
-#: TPC-B's max_wal_size (:func:`tpcb_max_wal_size`): this many times the pre-touch's
-#: full-page images (one 8 kB FPI per heap page of its tables, :mod:`bench.oltp.pretouch`),
-#: so the checkpoint that WAL volume starts (at max_wal_size / (1 +
-#: checkpoint_completion_target), ~0.53 × max_wal_size with PostgreSQL's 0.9) lies ~1.6× the
-#: pre-touch's WAL away: the pre-touch, the warm-up and the window after it hold none. The
-#: default run (2M records, pgbench scale ~173, ~284k pages: ~2.3 GB of FPIs) passed the
-#: 4GB trigger (~2.1 GB) during its pre-touch.
-TPCB_WAL_FACTOR = 3
-#: the smallest TPC-B max_wal_size: :data:`CHECKPOINTS`' (small scales keep every other
+#: max_wal_size of the pre-touched points, TPC-B's and YCSB-A/B/F's
+#: (:func:`pretouch_max_wal_size`): this many times the pre-touch's full-page images (one
+#: 8 kB FPI per heap page of the workload's tables, :mod:`bench.oltp.pretouch`), so the
+#: checkpoint that WAL volume starts (at max_wal_size / (1 + checkpoint_completion_target),
+#: ~0.53 × max_wal_size with PostgreSQL's 0.9) lies ~1.6× the pre-touch's WAL away: the
+#: pre-touch, the warm-up and the window after it hold none. The default run (2M records)
+#: has ~284k pages of TPC-B (pgbench scale ~173: ~2.3 GB of FPIs; it passed the 4GB trigger
+#: of ~2.1 GB during its pre-touch: 7GB) and ~340k of usertable (~6 rows per page: ~2.6 GB,
+#: 8-9GB; a YCSB-A window of 2.4M transactions at 8 clients writes ~0.55 GB more,
+#: docs/results/hybrid-hitpath-20261127). GB here: 2^30 bytes.
+PRETOUCH_WAL_FACTOR = 3
+#: the smallest such max_wal_size: :data:`CHECKPOINTS`' (small databases keep every other
 #: workload's setting)
-TPCB_WAL_MIN = CHECKPOINTS["max_wal_size"]
+PRETOUCH_WAL_MIN = CHECKPOINTS["max_wal_size"]
 GB = 1 << 30
 
 
-def tpcb_max_wal_size(pretouch_pages: int, block_size: int = 8192) -> str:
-    """``max_wal_size`` of the TPC-B points of a database whose pre-touched tables hold
-    ``pretouch_pages`` heap pages: :data:`TPCB_WAL_FACTOR` × their full-page images
-    (``pages × block_size``) rounded up to whole GB, never below :data:`TPCB_WAL_MIN`."""
-    need = -(-TPCB_WAL_FACTOR * pretouch_pages * block_size // GB)  # ceiling
-    return f"{max(need, configs.size_bytes(TPCB_WAL_MIN) // GB)}GB"
+def pretouch_max_wal_size(pretouch_pages: int, block_size: int = 8192) -> str:
+    """``max_wal_size`` of the points of a workload whose pre-touched tables hold
+    ``pretouch_pages`` heap pages: :data:`PRETOUCH_WAL_FACTOR` × their full-page images
+    (``pages × block_size``) rounded up to whole GB, never below :data:`PRETOUCH_WAL_MIN`."""
+    need = -(-PRETOUCH_WAL_FACTOR * pretouch_pages * block_size // GB)  # ceiling
+    return f"{max(need, configs.size_bytes(PRETOUCH_WAL_MIN) // GB)}GB"
 
 
 def wal_space_shortfall(max_wal_size: str, free_bytes: int, wal_bytes: int) -> str | None:

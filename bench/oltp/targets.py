@@ -53,11 +53,11 @@ def database_size(conn: psycopg.Connection) -> int:
     return int(row[0]) if row else 0
 
 
-def pretouch_pages(conn: psycopg.Connection, workload: str = "tpcb") -> int:
-    """Heap pages of the tables ``workload``'s pre-touch modifies (:mod:`bench.oltp.pretouch`):
+def pretouch_pages(conn: psycopg.Connection, tables: tuple[tuple[str, str], ...]) -> int:
+    """Heap pages of ``tables``, a pre-touch's table list (:data:`bench.oltp.pretouch.TABLES`):
     one full-page image each when it runs."""
     total = 0
-    for table, _ in pretouch.TABLES[workload]:
+    for table, _ in tables:
         row = conn.execute(pretouch.PAGES_SQL, (table,)).fetchone()
         total += int(row[0]) if row and row[0] is not None else 0
     return total
@@ -106,8 +106,10 @@ class Target:
         #: the whole database (pg_database_size): what se2's hybrid pool must cover
         self.db_bytes = 0
         self.tpcb: int | None = None  # scale loaded
-        #: heap pages of the tables TPC-B's pre-touch modifies, at set-up (sizes max_wal_size)
-        self.tpcb_pages = 0
+        #: heap pages of the tables the pre-touch modifies, at set-up (sizes max_wal_size),
+        #: per :func:`bench.oltp.pretouch.wal_group`: ``ycsb`` (usertable) once loaded,
+        #: ``tpcb`` once TPC-B's tables are
+        self.pretouch_pages: dict[str, int] = {}
 
     @property
     def server(self) -> Server:
@@ -140,6 +142,7 @@ class Target:
                 row = conn.execute(f"select pg_total_relation_size('{workloads.TABLE}')").fetchone()
                 self.data_bytes = int(row[0]) if row else 0
                 self.db_bytes = database_size(conn)
+                self.pretouch_pages["ycsb"] = pretouch_pages(conn, pretouch.YCSB_TABLES)
         finally:
             srv.stop()
         return result
@@ -168,7 +171,7 @@ class Target:
 
     def ensure_tpcb(self, scale: int) -> str:
         """pgbench's TPC-B tables at ``scale`` in the database (loaded unless there), and
-        the heap pages its pre-touch will modify (``tpcb_pages``). Leaves the server
+        the heap pages its pre-touch will modify (``pretouch_pages["tpcb"]``). Leaves the server
         stopped. Returns 'reused' or 'loaded'."""
         srv = self.server
         stamp = f"v{SCHEMA_VERSION} scale={scale}"
@@ -179,7 +182,7 @@ class Target:
                 if self._stamps(conn).get("tpcb") == stamp:
                     self.tpcb = scale
                     self.db_bytes = database_size(conn)
-                    self.tpcb_pages = pretouch_pages(conn)
+                    self.pretouch_pages["tpcb"] = pretouch_pages(conn, pretouch.TPCB_TABLES)
                     return "reused"
                 conn.execute(f"delete from {META_TABLE} where part = 'tpcb'")
             ui.step(f"loading TPC-B (pgbench -i -s {scale}) into {self.name}")
@@ -208,7 +211,7 @@ class Target:
                     (stamp,),
                 )
                 self.db_bytes = database_size(conn)
-                self.tpcb_pages = pretouch_pages(conn)
+                self.pretouch_pages["tpcb"] = pretouch_pages(conn, pretouch.TPCB_TABLES)
             ui.info(f"   loaded in {ui.fmt_seconds(time.monotonic() - t0)}")
             self.tpcb = scale
             return "loaded"

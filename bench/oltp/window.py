@@ -111,7 +111,7 @@ def flags(
     """Why a point's window is not comparable with the steady state, if it is not: a
     checkpoint started or completed within it, a warm-up that did not settle, or
     ``started_before`` checkpoints that started between the point's CHECKPOINT and the
-    window (after the pre-touch of TPC-B, :mod:`bench.oltp.pretouch`, or in the warm-up):
+    window (after the pre-touch, :mod:`bench.oltp.pretouch`, or in the warm-up):
     each one starts the first-touch FPIs over."""
     out = []
     if started_before:
