@@ -154,9 +154,9 @@ def test_memory_of_a_process_on_a_fake_proc(tmp_path: Path) -> None:
         "7f1000000000-7f1040000000 rw-s 00000000 00:2a 9 /mnt/pgnvm/nvm/x/base/5/16384\n"
         "Size:            1048576 kB\nRss:              900000 kB\n"
     )
-    assert procfs.vma_rss(42, 0x7F0000000000, tmp_path) == 2048 * 1024
-    assert procfs.vma_rss(42, 0x7F1000000000, tmp_path) == 900000 * 1024
-    assert procfs.vma_rss(42, 0x7F5000000000, tmp_path) is None
+    assert procfs.vma_fields(42, 0x7F0000000000, tmp_path)["Rss"] == 2048 * 1024
+    assert procfs.vma_fields(42, 0x7F1000000000, tmp_path)["Rss"] == 900000 * 1024
+    assert procfs.vma_fields(42, 0x7F5000000000, tmp_path) is None
     assert procfs.resident_bytes(42, (0x7F0000000000, 0x7F0008000000), tmp_path) is None
 
 
@@ -174,7 +174,7 @@ def test_resident_bytes_of_a_shared_mapping_of_this_process() -> None:
             assert os.geteuid() != 0
         else:
             assert got == 3 << 20
-        assert procfs.vma_rss(os.getpid(), seg[0]) == 3 << 20
+        assert procfs.vma_fields(os.getpid(), seg[0])["Rss"] == 3 << 20
     finally:
         m.close()
 
@@ -187,11 +187,11 @@ def test_a_hugetlb_segment_on_a_fake_proc(huge_proc: Path) -> None:
     assert procfs.hugetlb_segments(42, tmp_path) == {huge[0]}  # by its name in maps
     assert procfs.hugetlb_segments(45, tmp_path) == set()
     # its pages are not Rss, but Shared_Hugetlb + Private_Hugetlb
-    assert procfs.vma_rss(42, huge[0], tmp_path) == 0
-    assert procfs.vma_hugetlb(42, huge[0], tmp_path) == 4 << 20
-    assert procfs.vma_hugetlb(42, sysv[0], tmp_path) == 0
-    assert procfs.vma_rss(42, sysv[0], tmp_path) == 8192
-    assert procfs.vma_hugetlb(42, 0x7F5000000000, tmp_path) is None
+    assert procfs.vma_fields(42, huge[0], tmp_path)["Rss"] == 0
+    assert procfs.hugetlb_mapped(procfs.vma_fields(42, huge[0], tmp_path)) == 4 << 20
+    assert procfs.hugetlb_mapped(procfs.vma_fields(42, sysv[0], tmp_path)) == 0
+    assert procfs.vma_fields(42, sysv[0], tmp_path)["Rss"] == 8192
+    assert procfs.vma_fields(42, 0x7F5000000000, tmp_path) is None
     assert procfs.vma_fields(42, huge[0], tmp_path) == {
         "Size": 32 << 20,
         "KernelPageSize": 2 << 20,

@@ -8,7 +8,7 @@ backend, sampled at an interval by a thread (:class:`Sampler`); the readers are
   with the buffer pool, the System V one). Best: every resident page, whoever touched it,
   the prewarm's exited backend included (:func:`procfs.resident_bytes`, mincore: needs
   CAP_SYS_ADMIN, i.e. root). Otherwise the most any one live server process has mapped
-  of them (:func:`procfs.vma_rss` of the postmaster and its children; a lower bound).
+  of them (``Rss`` of :func:`procfs.vma_fields` of the postmaster and its children; a lower bound).
   Not the tmpfs files that emulate persistent memory: se1/se2 map them, and a process's
   ``RssShmem`` counts them with the pool.
 * **hugetlb** (``huge_pages = on|try`` with ``vm.nr_hugepages`` reserved: the main segment
@@ -17,7 +17,7 @@ backend, sampled at an interval by a thread (:class:`Sampler`); the readers are
   asking process's page tables). *shared* counts the huge pages the server **touched**:
   those allocated to the segment's object, whoever touched them
   (:func:`procfs.hugetlb_allocated_bytes`, root), otherwise the most one live process has
-  mapped (``Shared_Hugetlb`` + ``Private_Hugetlb``, :func:`procfs.vma_hugetlb`). The record's
+  mapped (``Shared_Hugetlb`` + ``Private_Hugetlb``, :func:`procfs.hugetlb_mapped`). The record's
   ``hugetlb`` section also has what the server **reserved**: PostgreSQL maps the segment
   without MAP_NORESERVE, so the whole segment is taken from the pool at server start,
   touched or not, and no one else can have it (``reserved_mb``); and the machine's pool

@@ -17,9 +17,9 @@ the functions return ``None`` / empty values then, never raise.
   :func:`cpus_allowed` (``status``: the CPUs it may run on, :func:`parse_cpu_list`).
 * Memory of a process: :func:`memory_status` (``status``: RssAnon, RssFile, RssShmem),
   :func:`shared_segments` (``maps``: the shared anonymous mappings, PostgreSQL's shared
-  memory), :func:`vma_fields` / :func:`vma_rss` (``smaps``: what one process has of one
+  memory), :func:`vma_fields` (``smaps``: what one process has of one
   mapping; of a hugetlb mapping, :func:`hugetlb_page_size`, its huge pages are
-  ``Shared_Hugetlb`` / ``Private_Hugetlb``, not ``Rss``: :func:`vma_hugetlb`),
+  ``Shared_Hugetlb`` / ``Private_Hugetlb``, not ``Rss``: :func:`hugetlb_mapped`),
   :func:`resident_bytes` (the mapping's pages resident in DRAM, whoever touched them:
   ``mincore(2)`` on ``map_files``, which needs CAP_SYS_ADMIN) and, for a hugetlb mapping,
   where that mincore sees nothing, :func:`hugetlb_allocated_bytes` (the huge pages its
@@ -387,25 +387,6 @@ def vma_fields(pid: int, start: int, root: Path = PROC) -> dict[str, int] | None
             if sep and len(parts) == 2 and parts[1] == "kB" and parts[0].isdigit():
                 out[name] = int(parts[0]) * 1024
     return out
-
-
-def vma_rss(pid: int, start: int, root: Path = PROC) -> int | None:
-    """Bytes of the mapping at ``start`` resident in ``pid``'s page tables (its ``Rss`` in
-    ``smaps``): the pages this process has touched, not those only others have. Not the
-    huge pages of a hugetlb mapping (:func:`vma_hugetlb`). None if the process or the
-    mapping is gone."""
-    fields = vma_fields(pid, start, root)
-    return None if fields is None else fields.get("Rss")
-
-
-def vma_hugetlb(pid: int, start: int, root: Path = PROC) -> int | None:
-    """Bytes of the hugetlb mapping at ``start`` in ``pid``'s page tables: its
-    ``Shared_Hugetlb`` + ``Private_Hugetlb`` in ``smaps`` (the kernel counts a hugetlb
-    mapping's pages there, its ``Rss`` stays 0); the huge pages this process has touched,
-    not those only others have. 0 for a mapping of base pages; None if the process or the
-    mapping is gone."""
-    fields = vma_fields(pid, start, root)
-    return None if fields is None else hugetlb_mapped(fields)
 
 
 def hugetlb_mapped(fields: dict[str, int]) -> int:
