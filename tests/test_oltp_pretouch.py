@@ -294,6 +294,39 @@ def test_size_pretouch_wal_and_the_settings_of_a_tpcb_point(tmp_path: Path) -> N
     assert configs.size_bytes(s["max_wal_size"]) * TRIGGER > DEFAULT_PAGES * 8192
 
 
+def test_fit_pretouch_max_wal_size() -> None:
+    gb, mb = 1 << 30, 1 << 20
+    fit = settings.fit_pretouch_max_wal_size
+    assert fit("7GB", DEFAULT_PAGES, 10 * gb, 0) == "7GB"
+    assert fit("7GB", DEFAULT_PAGES, 6 * gb, gb) == "7GB"  # old WAL is recycled
+    # a small database on a 2 GB device: the 4GB floor cut to 3/4 of the room
+    assert fit("4GB", 334, 2 * gb - 16 * mb, 16 * mb) == "1536MB"
+    # cut only while 3 × the full-page images still fit in the cut
+    pages = 1536 * mb // (3 * 8192)
+    assert fit("4GB", pages, 2 * gb, 0) == "1536MB"
+    assert fit("4GB", pages + 1, 2 * gb, 0) is None
+    assert fit("7GB", DEFAULT_PAGES, 5 * gb, gb) is None  # 4.5 GB < 3 × 2.2 GB
+
+
+def test_size_pretouch_wal_cuts_the_floor_to_fit_a_small_device(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tg = _target(tmp_path, 334, "ycsb")
+    gb = 1 << 30
+    free = gb + gb // 2  # + the 16 MB segment already there
+
+    def statvfs(_: object) -> Any:
+        return SimpleNamespace(f_bavail=free // 4096, f_frsize=4096)
+
+    monkeypatch.setattr(runner.os, "statvfs", statvfs)
+    sized = runner.size_pretouch_wal(tg, "ycsb")
+    room_mb = (free + (16 << 20)) * 3 // 4 >> 20
+    assert sized["max_wal_size"] == f"{room_mb}MB" and sized["cut_from"] == "4GB"
+    err = capsys.readouterr()
+    notice = err.out + err.err
+    assert f"YCSB's points run with max_wal_size {room_mb}MB, cut from 4GB" in notice, notice
+
+
 def test_size_pretouch_wal_refuses_what_the_wal_directory_cannot_hold(tmp_path: Path) -> None:
     tg = _target(tmp_path, 400_000_000)  # 3.3 TB of full-page images: 9,156GB of WAL
     with pytest.raises(RuntimeError) as e:
@@ -323,7 +356,15 @@ def test_method_paragraph_states_the_wal_size() -> None:
         "8 kB) rounded up to whole GB, from the pages counted at set-up (nvm: **7GB** for "
         "283,731 pages (2.2 GB of them)"
     ) in on, on
-    assert "a run whose WAL directory's file system cannot hold it is refused" in on
+    assert (
+        "where its WAL directory's file system cannot hold it, it is cut to 75% of the room "
+        "there if that still holds 3 × the pre-touch's full-page images, and the run is "
+        "refused otherwise"
+    ) in on
+    assert "cut from" not in on
+    cut = {"nvm": {**sized["nvm"], "max_wal_size": "1536MB", "cut_from": "7GB"}}
+    on = _method(_plan(pretouch=True, pretouch_tables=tables, tpcb_wal=cut))
+    assert "(nvm: **1536MB** for 283,731 pages (2.2 GB of them), cut from 7GB to fit" in on
     small = {"nvm": {**sized["nvm"], "pretouch_pages": 1642, "fpi_bytes": 1642 * 8192}}
     on = _method(_plan(pretouch=True, pretouch_tables=tables, tpcb_wal=small))
     assert "(nvm: **7GB** for 1,642 pages (13 MB of them)" in on

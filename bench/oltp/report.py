@@ -403,6 +403,7 @@ def _pretouch_wal_text(sized: dict[str, dict[str, Any]] | None, label: str) -> s
     each = "; ".join(
         f"{storage}: **{s['max_wal_size']}** for {s['pretouch_pages']:,} pages "
         f"({_gb_or_mb(s['fpi_bytes'])} of them)"
+        + (f", cut from {s['cut_from']} to fit its WAL directory" if s.get("cut_from") else "")
         for storage, s in sized.items()
     )
     one = next(iter(sized.values()))
@@ -412,7 +413,10 @@ def _pretouch_wal_text(sized: dict[str, dict[str, Any]] | None, label: str) -> s
         f"pages counted at set-up ({each}; each point's `max_wal_size` is in runs.jsonl): "
         "the checkpoint that WAL volume starts (at `max_wal_size` / (1 + "
         "`checkpoint_completion_target`)) lies beyond the pre-touch and the warm-up. pg_wal "
-        "may grow to it; a run whose WAL directory's file system cannot hold it is refused. "
+        "may grow to it; where its WAL directory's file system cannot hold it, it is cut to "
+        f"{settings.WAL_ROOM_SHARE:.0%} of the room there if that still holds "
+        f"{one['factor']} × the pre-touch's full-page images, and the run is refused "
+        "otherwise. "
         "Where WAL still comes near it"
     )
 

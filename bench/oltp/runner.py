@@ -662,8 +662,11 @@ def size_pretouch_wal(tg: targets.Target, group: str) -> dict[str, Any]:
     """The max_wal_size of the points of pre-touch group ``group`` (``tpcb``, ``ycsb``:
     :func:`pretouch.wal_group`) on target ``tg`` (:func:`settings.pretouch_max_wal_size` of
     the heap pages its pre-touch modifies, counted at set-up) and what it was sized from.
-    RuntimeError when the file system of the cluster's WAL directory (``pg_wal``, on nvm the
-    tmpfs) cannot hold that much WAL besides what it holds now
+    Where the file system of the cluster's WAL directory (``pg_wal``, on nvm the tmpfs)
+    cannot hold that much WAL besides what it holds now, it is cut to fit
+    (:func:`settings.fit_pretouch_max_wal_size`; a NOTICE says so and ``cut_from`` records
+    the size it was cut from); RuntimeError when even
+    :data:`settings.PRETOUCH_WAL_FACTOR` × the pre-touch's full-page images do not fit
     (:func:`settings.wal_space_shortfall`)."""
     pages = tg.pretouch_pages[group]
     size = settings.pretouch_max_wal_size(pages)
@@ -671,24 +674,37 @@ def size_pretouch_wal(tg: targets.Target, group: str) -> dict[str, Any]:
     fs = os.statvfs(wal_dir)
     free = fs.f_bavail * fs.f_frsize
     wal = sum(f.stat().st_size for f in wal_dir.iterdir() if f.is_file())
-    why = settings.wal_space_shortfall(size, free, wal)
-    if why:
+    title = pretouch.WAL_GROUP_TITLES[group]
+    fitted = settings.fit_pretouch_max_wal_size(size, pages, free, wal)
+    if fitted is None:
         raise RuntimeError(
-            f"{tg.name}: {pretouch.WAL_GROUP_TITLES[group]}'s max_wal_size is sized from its "
+            f"{tg.name}: {title}'s max_wal_size is sized from its "
             f"{pages:,} pre-touched pages "
             f"(max({settings.PRETOUCH_WAL_MIN}, {settings.PRETOUCH_WAL_FACTOR} × their full-page "
-            f"images)), and {why} ({wal_dir}). Free space there, or run fewer --records."
+            f"images)), and {settings.wal_space_shortfall(size, free, wal)} ({wal_dir}), nor "
+            f"does {settings.PRETOUCH_WAL_FACTOR} × their full-page images within "
+            f"{settings.WAL_ROOM_SHARE:.0%} of it. Free space there, or run fewer --records."
         )
-    return {
+    sized: dict[str, Any] = {
         "pretouch_pages": pages,
         "fpi_bytes": pages * 8192,
         "factor": settings.PRETOUCH_WAL_FACTOR,
         "minimum": settings.PRETOUCH_WAL_MIN,
-        "max_wal_size": size,
+        "max_wal_size": fitted,
         "wal_dir": str(wal_dir),
         "wal_dir_free_bytes": free,
         "wal_bytes_at_setup": wal,
     }
+    if fitted != size:
+        sized["cut_from"] = size
+        ui.notice(
+            f"{tg.name}: {title}'s points run with max_wal_size {fitted}, cut from {size}: "
+            f"{settings.wal_space_shortfall(size, free, wal)} ({wal_dir}); {fitted} is "
+            f"{settings.WAL_ROOM_SHARE:.0%} of that and still holds "
+            f"{settings.PRETOUCH_WAL_FACTOR} × the pre-touch's "
+            f"{pages * 8192 / settings.MB:,.0f} MB of full-page images"
+        )
+    return sized
 
 
 def _vacuum(conn: psycopg.Connection, workload: str) -> float:

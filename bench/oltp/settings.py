@@ -106,6 +106,32 @@ def pretouch_max_wal_size(pretouch_pages: int, block_size: int = 8192) -> str:
     return f"{max(need, configs.size_bytes(PRETOUCH_WAL_MIN) // GB)}GB"
 
 
+#: the share of its WAL directory's room (free space + WAL already there) a max_wal_size cut
+#: to fit may take (:func:`fit_pretouch_max_wal_size`): the data files grow on the same file
+#: system (on nvm one tmpfs holds both) while a run writes WAL
+WAL_ROOM_SHARE = 0.75
+MB = 1 << 20
+
+
+def fit_pretouch_max_wal_size(
+    want: str, pretouch_pages: int, free_bytes: int, wal_bytes: int, block_size: int = 8192
+) -> str | None:
+    """The max_wal_size a pre-touched point runs with on a WAL directory with ``free_bytes``
+    free on its file system and ``wal_bytes`` of WAL in it already: ``want``
+    (:func:`pretouch_max_wal_size`) when that room holds it; else the room's
+    :data:`WAL_ROOM_SHARE` in whole MB when that still holds :data:`PRETOUCH_WAL_FACTOR` ×
+    the pre-touch's full-page images (what keeps the checkpoint out of the pre-touch and the
+    warm-up; small databases on a small device: only the 4GB floor did not fit); else None
+    (the run is refused: :func:`wal_space_shortfall` says why)."""
+    room = free_bytes + wal_bytes
+    if room >= configs.size_bytes(want):
+        return want
+    cut = int(room * WAL_ROOM_SHARE) // MB
+    if cut * MB >= PRETOUCH_WAL_FACTOR * pretouch_pages * block_size:
+        return f"{cut}MB"
+    return None
+
+
 def wal_space_shortfall(max_wal_size: str, free_bytes: int, wal_bytes: int) -> str | None:
     """Why a WAL directory with ``free_bytes`` free on its file system and ``wal_bytes`` of
     WAL in it already cannot hold ``max_wal_size`` of WAL (pg_wal grows to it between
