@@ -22,12 +22,18 @@ PORT = 5900
 tg = targets.Target("nvm", ROWS, settings.DEFAULT_PREFIX, PORT)
 tg.ensure()
 srv = tg.server
-scripts = workloads.write_scripts(workloads.WORKLOADS["a"], "zipfian", Path("/tmp/slotclean-ab/scripts"))
+scripts = workloads.write_scripts(
+    workloads.WORKLOADS["a"], "zipfian", Path("/tmp/slotclean-ab/scripts")
+)
 hyb = configs.BY_NAME["nvm_se2_hybrid"]
 base = configs.BY_NAME["nvm_base_worker"]
 sb = {r: plan.ratio_shared_buffers(r, tg.data_bytes) for r in ("1/2", "1/128")}
 desc = settings.hybrid_descriptors(tg.db_bytes, sb["1/2"])
-print(f"rows {ROWS} data {tg.data_bytes >> 20} MB db {tg.db_bytes >> 20} MB sb {sb} descriptors {desc}", flush=True)
+print(
+    f"rows {ROWS} data {tg.data_bytes >> 20} MB db {tg.db_bytes >> 20} MB",
+    f"sb {sb} descriptors {desc}",
+    flush=True,
+)
 
 IO_SQL = (
     "select coalesce(sum(writes) filter (where backend_type = 'client backend'), 0), "
@@ -52,8 +58,14 @@ def run(label: str, cfg: configs.Config, ratio: str, off: bool) -> dict:
         io0 = c.execute(IO_SQL).fetchone()
     load0 = os.getloadavg()[0]
     cmd = pgbench.command(
-        srv.cluster.bin("pgbench"), scripts, clients=8, threads=2, seconds=20,
-        records=ROWS, dbname=targets.DBNAME, log_prefix=None,
+        srv.cluster.bin("pgbench"),
+        scripts,
+        clients=8,
+        threads=2,
+        seconds=20,
+        records=ROWS,
+        dbname=targets.DBNAME,
+        log_prefix=None,
     )
     out = subprocess.run(cmd, env=srv.cluster.env(), capture_output=True, text=True).stdout
     load1 = os.getloadavg()[0]
@@ -65,10 +77,15 @@ def run(label: str, cfg: configs.Config, ratio: str, off: bool) -> dict:
     txn = re.search(r"number of transactions actually processed: (\d+)", out)
     n = int(txn.group(1)) if txn else 0
     r = {
-        "label": label, "ratio": ratio, "tps": tps, "txns": n,
+        "label": label,
+        "ratio": ratio,
+        "tps": tps,
+        "txns": n,
         "pool": {k: p1[k] - p0[k] for k in counters.POOL_COUNTERS if k in p0},
-        "client_writes": int(io1[0] - io0[0]), "bgwriter_writes": int(io1[1] - io0[1]),
-        "load1_before": round(load0, 2), "load1_after": round(load1, 2),
+        "client_writes": int(io1[0] - io0[0]),
+        "bgwriter_writes": int(io1[1] - io0[1]),
+        "load1_before": round(load0, 2),
+        "load1_after": round(load1, 2),
     }
     print(json.dumps(r), flush=True)
     return r
@@ -89,5 +106,7 @@ for rep in range(REPS):
     if not os.environ.get("AB_NO_BASE"):
         results.append(run("base", base, "1/2", False))
 srv.stop()
-Path(os.environ.get("AB_OUT", "/tmp/slotclean-ab/results.jsonl")).write_text("".join(json.dumps(r) + "\n" for r in results))
+Path(os.environ.get("AB_OUT", "/tmp/slotclean-ab/results.jsonl")).write_text(
+    "".join(json.dumps(r) + "\n" for r in results)
+)
 print(f"done in {time.time() - t0:.0f} s")
