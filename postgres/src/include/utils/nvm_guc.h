@@ -19,6 +19,10 @@
  *	nvm_debug_fail_mappings	for tests: every new mapping fails (nvm_smgr.c)
  *	nvm_prefetch, nvm_prefetch_mapping, nvm_prefetch_distance
  *							se2's prefetching (nvm_prefetch.c)
+ *	nvm_verify_wait_for_helper
+ *							for tests: a read waits for the helper's
+ *							verdict on its block (nvm_verify.c,
+ *							nvm_prefetch.c)
  *	nvm_wal					how WAL is written (access/nvm_wal.h)
  *
  * Portions Copyright (c) 2026, pgnvm developers
@@ -80,6 +84,14 @@ extern PGDLLIMPORT int nvm_prefetch;
 extern PGDLLIMPORT char *nvm_prefetch_mapping;
 extern PGDLLIMPORT int nvm_prefetch_distance;
 extern PGDLLIMPORT const struct config_enum_entry nvm_prefetch_options[];
+
+/*
+ * for tests (checksum check): a read's completion that finds its block in a
+ * job of this statement's that no helper has finished yet waits for the
+ * helper's verdict (bounded) instead of verifying at once, and no job is
+ * retired, so that the helper's verdict is always there (nvm_verify.c)
+ */
+extern PGDLLIMPORT bool nvm_verify_wait_for_helper;
 
 /* hooks of nvm_prefetch_mapping (nvm_prefetch.c) */
 extern bool check_nvm_prefetch_mapping(char **newval, void **extra,

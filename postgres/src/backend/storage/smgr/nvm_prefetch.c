@@ -44,7 +44,8 @@
  * (NvmVerdictsCreate(), NvmVerdictsDestroy()), claims a slot for each job
  * it enqueues (NvmVerdictClaim()), hands the helpers the job hook
  * (NvmVerifyJob()) and starts a new verdict epoch when a read does not
- * continue forward (NvmVerdictNewEpoch()).
+ * continue forward (NvmVerdictNewEpoch()).  With nvm_verify_wait_for_helper
+ * (for tests) it retires no job: a read then waits for its job's verdict.
  *
  * Safety.  Helper threads never store through a mapping, and load through
  * one only under their thread's fault guard (nvm_helper_copy(): SIGBUS and
@@ -316,13 +317,17 @@ nvm_prefetch_pool(void)
 
 /*
  * nvm_prefetch_retire -- declare stale the jobs the stream has overtaken:
- * those of another mapping, and those ending at or before upto.
+ * those of another mapping, and those ending at or before upto.  Not with
+ * nvm_verify_wait_for_helper (for tests): a read then waits for its job's
+ * verdict (nvm_verify.c), which a retired job would never give.
  */
 static void
 nvm_prefetch_retire(char *map, BlockNumber upto)
 {
 	uint64		retire_below = 0;
 
+	if (unlikely(nvm_verify_wait_for_helper))
+		return;
 	while (PendingCount > 0)
 	{
 		NvmPendingJob *job = &Pending[PendingHead];

@@ -35,6 +35,12 @@
  * threads is NvmVerifyJob() (with nvm_page_ok()): the guarded copy, then
  * pure computation on it (no elog, no palloc, no shared memory).
  *
+ * For tests, nvm_verify_wait_for_helper makes a read whose block is in an
+ * unfinished job of the epoch wait for the helper's verdict (bounded, see
+ * nvm_verdict_wait()) instead of verifying at once, so that a check can
+ * rely on a helper's verdict being there; it changes who verifies, never
+ * what is trusted.
+ *
  * Portions Copyright (c) 2026, pgnvm developers
  *
  * IDENTIFICATION
@@ -50,6 +56,7 @@
 #include "access/xlog.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
+#include "portability/instr_time.h"
 #include "storage/bufpage.h"
 #include "storage/checksum.h"
 #include "storage/ipc.h"
@@ -536,6 +543,42 @@ NvmVerdictsActive(void)
 }
 
 /*
+ * nvm_verdict_wait -- nvm_verify_wait_for_helper (for tests): job seq, of
+ * the current epoch and the current write generation, still queued or
+ * running in slot v (whose state was state): wait until a helper has
+ * finished it, polling, for at most NVM_VERDICT_WAIT_US.  Returns the
+ * slot's state then (DONE, or what it still is after the wait).
+ *
+ * The job is not retired (nvm_prefetch.c retires nothing while the setting
+ * is on), so the pool's helpers get to it unless they lag behind by more
+ * than the bound; the backend then verifies the page itself, as always.
+ * Sleeps in a read's completion (a critical section): no error, no
+ * allocation, no interrupt processing, hence the bound.
+ */
+#define NVM_VERDICT_WAIT_US		1000000
+#define NVM_VERDICT_POLL_US		50
+
+static uint64
+nvm_verdict_wait(NvmVerdict *v, uint64 seq, uint64 state)
+{
+	instr_time	start;
+	instr_time	waited;
+
+	INSTR_TIME_SET_CURRENT(start);
+	while (state == NVM_VERDICT_STATE(seq, NVM_VERDICT_QUEUED) ||
+		   state == NVM_VERDICT_STATE(seq, NVM_VERDICT_RUNNING))
+	{
+		INSTR_TIME_SET_CURRENT(waited);
+		INSTR_TIME_SUBTRACT(waited, start);
+		if (INSTR_TIME_GET_MICROSEC(waited) >= NVM_VERDICT_WAIT_US)
+			break;
+		pg_usleep(NVM_VERDICT_POLL_US);
+		state = pg_atomic_read_u64(&v->state);
+	}
+	return state;
+}
+
+/*
  * NvmVerdictLookup -- for the buffer manager, in the completion of a read
  * left in place (a critical section): did a prefetch helper of this process
  * verify the page at addr (block blkno, in this process's read-only
@@ -554,6 +597,9 @@ NvmVerdictsActive(void)
  * job of the current epoch that no helper has started yet and whose last
  * block this is gets cancelled: the backend verifies the page itself, and a
  * helper behind it skips the job instead of doing work nobody will use.
+ * With nvm_verify_wait_for_helper (for tests) an unfinished job of the
+ * epoch and of the current write generation is waited for first
+ * (nvm_verdict_wait()).
  *
  * With data checksums off no helper verifies anything: no lookup at all.
  * A write of this very block by another process must have ended before our
@@ -598,6 +644,11 @@ NvmVerdictLookup(const char *addr, BlockNumber blkno)
 	if (off % BLCKSZ != 0)
 		return NVM_VERIFY_NONE;
 	state = pg_atomic_read_u64(&v->state);
+	/* for tests: a verdict that could still be used is waited for */
+	if (unlikely(nvm_verify_wait_for_helper) &&
+		state != NVM_VERDICT_STATE(seq, NVM_VERDICT_DONE) &&
+		v->blkno + off / BLCKSZ == blkno && v->wgen == wgen)
+		state = nvm_verdict_wait(v, seq, state);
 	if (state != NVM_VERDICT_STATE(seq, NVM_VERDICT_DONE))
 	{
 		/*

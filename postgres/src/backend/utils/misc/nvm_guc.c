@@ -45,6 +45,12 @@ int			nvm_max_mappings = 256;
 /* for tests: act as if every new mapping failed */
 bool		nvm_debug_fail_mappings = false;
 
+/*
+ * for tests: a read's completion that finds its block in a helper's job not
+ * finished yet waits for the helper's verdict (nvm_verify.c)
+ */
+bool		nvm_verify_wait_for_helper = false;
+
 /* se2's buffer descriptors apart from its DRAM slots (0: one per slot) */
 int			nvm_buffer_descriptors = 0;
 
