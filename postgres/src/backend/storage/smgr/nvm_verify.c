@@ -184,6 +184,16 @@ static uint64 EpochFirstSeq = 0;
 static TimestampTz EpochStmtStart = 0;
 static LocalTransactionId EpochLxid = InvalidLocalTransactionId;
 
+/*
+ * nvm_verify_wait_for_helper (for tests): the verdict epoch (its
+ * EpochFirstSeq) in which a wait for a helper ran out (nvm_verdict_wait()):
+ * no read of that epoch waits again, so that helpers that fall behind, or
+ * never finish a job, cost a scan one bound in all, not one per block.  An
+ * epoch that starts later starts at a larger number (the one that ran out
+ * had issued the job waited for), and a new table starts over.
+ */
+static uint64 WaitExpiredEpoch = PG_UINT64_MAX;
+
 /* a process that cannot install the helpers' SIGSEGV handler says so once */
 static bool GuardFailureLogged = false;
 
@@ -498,6 +508,7 @@ NvmVerdictsCreate(void)
 	NextSeq = 0;
 	memset(VerdictIndex, 0, sizeof(VerdictIndex));
 	EpochFirstSeq = 0;			/* a new table: every slot is of a later job */
+	WaitExpiredEpoch = PG_UINT64_MAX;
 #ifndef PG_HAVE_ATOMIC_U64_SIMULATION
 	if (nvm_fault_init_helpers())
 	{
@@ -533,6 +544,7 @@ NvmVerdictsDestroy(void)
 	NextSeq = 0;
 	memset(VerdictIndex, 0, sizeof(VerdictIndex));
 	EpochFirstSeq = 0;
+	WaitExpiredEpoch = PG_UINT64_MAX;
 }
 
 /* NvmVerdictsActive -- do this process's helpers verify? */
@@ -551,9 +563,12 @@ NvmVerdictsActive(void)
  *
  * The job is not retired (nvm_prefetch.c retires nothing while the setting
  * is on), so the pool's helpers get to it unless they lag behind by more
- * than the bound; the backend then verifies the page itself, as always.
- * Sleeps in a read's completion (a critical section): no error, no
- * allocation, no interrupt processing, hence the bound.
+ * than the bound; the backend then verifies the page itself, as always, and
+ * no read of this epoch waits again (WaitExpiredEpoch): a statement waits
+ * at most one bound for helpers that do not keep up, not one per block.
+ * Sleeps in a read's completion (a critical section, interrupts held off):
+ * pg_usleep() and the clock only, no error, no allocation, no lock, no
+ * interrupt processing, hence the bound.
  */
 #define NVM_VERDICT_WAIT_US		1000000
 #define NVM_VERDICT_POLL_US		50
@@ -575,6 +590,9 @@ nvm_verdict_wait(NvmVerdict *v, uint64 seq, uint64 state)
 		pg_usleep(NVM_VERDICT_POLL_US);
 		state = pg_atomic_read_u64(&v->state);
 	}
+	if (state == NVM_VERDICT_STATE(seq, NVM_VERDICT_QUEUED) ||
+		state == NVM_VERDICT_STATE(seq, NVM_VERDICT_RUNNING))
+		WaitExpiredEpoch = EpochFirstSeq;
 	return state;
 }
 
@@ -598,8 +616,9 @@ nvm_verdict_wait(NvmVerdict *v, uint64 seq, uint64 state)
  * block this is gets cancelled: the backend verifies the page itself, and a
  * helper behind it skips the job instead of doing work nobody will use.
  * With nvm_verify_wait_for_helper (for tests) an unfinished job of the
- * epoch and of the current write generation is waited for first
- * (nvm_verdict_wait()).
+ * epoch and of the current write generation that covers this very block is
+ * waited for first (nvm_verdict_wait(); no more once a wait of the epoch
+ * ran out).
  *
  * With data checksums off no helper verifies anything: no lookup at all.
  * A write of this very block by another process must have ended before our
@@ -644,10 +663,14 @@ NvmVerdictLookup(const char *addr, BlockNumber blkno)
 	if (off % BLCKSZ != 0)
 		return NVM_VERIFY_NONE;
 	state = pg_atomic_read_u64(&v->state);
-	/* for tests: a verdict that could still be used is waited for */
+	/*
+	 * For tests: a verdict that could still be used is waited for (once a
+	 * wait of this epoch ran out, no more).
+	 */
 	if (unlikely(nvm_verify_wait_for_helper) &&
 		state != NVM_VERDICT_STATE(seq, NVM_VERDICT_DONE) &&
-		v->blkno + off / BLCKSZ == blkno && v->wgen == wgen)
+		v->blkno + off / BLCKSZ == blkno && v->wgen == wgen &&
+		EpochFirstSeq != WaitExpiredEpoch)
 		state = nvm_verdict_wait(v, seq, state);
 	if (state != NVM_VERDICT_STATE(seq, NVM_VERDICT_DONE))
 	{
