@@ -123,10 +123,9 @@ def fit_pretouch_max_wal_size(
     the pre-touch's full-page images (what keeps the checkpoint out of the pre-touch and the
     warm-up; small databases on a small device: only the 4GB floor did not fit); else None
     (the run is refused: :func:`wal_space_shortfall` says why)."""
-    room = free_bytes + wal_bytes
-    if room >= configs.size_bytes(want):
+    if wal_space_shortfall(want, free_bytes, wal_bytes) is None:
         return want
-    cut = int(room * WAL_ROOM_SHARE) // MB
+    cut = int((free_bytes + wal_bytes) * WAL_ROOM_SHARE) // MB
     if cut * MB >= PRETOUCH_WAL_FACTOR * pretouch_pages * block_size:
         return f"{cut}MB"
     return None
