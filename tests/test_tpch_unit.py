@@ -165,6 +165,31 @@ def test_cells_and_summary() -> None:
     assert stats.normalized(t, "a", "b", 3) is None
 
 
+def test_paired_ratios_and_repetition_totals() -> None:
+    def rec(config: str, q: int, rep: int, wall: float, status: str = "ok") -> dict[str, Any]:
+        return {**_rec(config, q, wall, status), "rep": rep}
+
+    runs = [
+        rec("a", 1, 1, 2.0),
+        rec("b", 1, 1, 1.0),
+        rec("a", 1, 2, 3.0),
+        rec("b", 1, 2, 4.0),
+        rec("a", 1, 3, 5.0),  # b's third repetition timed out: no pair
+        rec("b", 1, 3, 9.0, status="timeout"),
+        rec("a", 2, 1, 1.0),
+        rec("b", 2, 1, 1.0),
+        rec("a", 2, 2, 1.0),
+        rec("b", 2, 2, 4.0),
+    ]
+    # repetition i over repetition i, not the ratio of the medians (2.5 / 2.5 here)
+    assert stats.paired_ratios(runs, "a", "b", 1) == [2.0, 0.75]
+    assert stats.paired_ratios(runs, "a", "b", 2) == [1.0, 0.25]
+    assert stats.paired_ratios(runs, "a", "b", 3) == []
+    # per repetition: (2 + 1) / (1 + 1), (3 + 1) / (4 + 4); the third lacks b's query 1 and q2
+    assert stats.repetition_total_ratios(runs, "a", "b", [1, 2]) == [1.5, 0.5]
+    assert stats.repetition_total_ratios(runs, "a", "b", [2]) == [1.0, 0.25]
+
+
 # --------------------------------------------------------------------------- data & schema
 
 
@@ -386,6 +411,10 @@ def test_report_renders(tmp_path: Path) -> None:
     assert "CORRECTNESS FAILED" in md and "Q06" in md
     assert "nvm_se2" in md and "NOT AVAILABLE" in md
     assert "not available" in md  # hardware counters
+    # the normalised table gives the spread of the per-repetition pairs, and the totals per
+    # repetition (q14's third nvm_se1 run has no nvm_base_worker partner: not counted)
+    assert "| Q01 | 0.836 [0.84–0.84] | 1.000 | 1.164 [1.16–1.16] | 1.327 [1.33–1.33] |" in md
+    assert "× nvm_base_worker: disk_base 0.851, 0.851; nvm_se1 1.149, 1.149; mem_limit" in md
     for png in (
         "wallclock_normalized.png",
         "kernel_share.png",

@@ -207,18 +207,42 @@ class Document:
     def normalized_blocks(self) -> list[Block]:
         if not self.a.baseline:
             return []
+        base = self.a.baseline
         hdr = ["query", *self.a.configs]
         rows = [
-            [
-                qname(q).upper(),
-                *[
-                    fmt(stats.normalized(self.a.table, c, self.a.baseline, q), 3)
-                    for c in self.a.configs
-                ],
-            ]
+            [qname(q).upper(), *[self._normalized_cell(c, q) for c in self.a.configs]]
             for q in self.a.queries
         ]
-        return [("table", hdr, rows)]
+        blocks: list[Block] = [("table", hdr, rows)]
+        per_rep = []
+        for c in self.a.configs:
+            if c == base:
+                continue
+            totals = stats.repetition_total_ratios(self.a.records, c, base, self.a.common)
+            if len(totals) > 1:
+                per_rep.append(f"{c} " + ", ".join(f"{x:.3f}" for x in totals))
+        text = (
+            "Median of the configuration over the median of "
+            f"{base}; in brackets, when there is more than one repetition, the lowest and "
+            f"highest of the per-repetition ratios (repetition i over repetition i of {base})."
+        )
+        if per_rep:
+            text += (
+                f" The total over the {len(self.a.common)} common queries, per repetition, "
+                f"× {base}: " + "; ".join(per_rep) + "."
+            )
+        blocks.append(("p", text))
+        return blocks
+
+    def _normalized_cell(self, c: str, q: int) -> str:
+        """``median ratio [lowest–highest paired ratio]`` of configuration c at query q."""
+        base = self.a.baseline
+        assert base is not None
+        cell = fmt(stats.normalized(self.a.table, c, base, q), 3)
+        pairs = stats.paired_ratios(self.a.records, c, base, q) if c != base else []
+        if len(pairs) > 1:
+            cell += f" [{min(pairs):.2f}–{max(pairs):.2f}]"
+        return cell
 
     def simple_table(
         self, fn: Callable[[str, int], str], configs: list[str] | None = None
