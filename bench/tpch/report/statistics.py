@@ -173,26 +173,13 @@ def normalized(
     return a.median / b.median
 
 
-def paired_ratios(
-    runs: Iterable[dict[str, Any]], config: str, baseline: str, q: int
-) -> list[float]:
-    """The per-repetition ratios of query ``q``: repetition i of ``config`` over repetition i
-    of ``baseline`` (with the default interleaved order the two ran minutes apart at most, so
-    slow drift of the machine affects both alike), for every repetition both finished; in
-    repetition order."""
-    walls: dict[str, dict[int, float]] = {config: {}, baseline: {}}
-    for r in runs:
-        if r["config"] in walls and int(r["query"]) == q and r["status"] == "ok":
-            walls[r["config"]][int(r.get("rep") or 0)] = float(r["wall_s"])
-    a, b = walls[config], walls[baseline]
-    return [a[rep] / b[rep] for rep in sorted(a.keys() & b.keys()) if b[rep] > 0]
-
-
 def repetition_total_ratios(
     runs: Iterable[dict[str, Any]], config: str, baseline: str, queries: Sequence[int]
 ) -> list[float]:
-    """Per repetition, the total over ``queries`` of ``config`` over that of ``baseline``, for
-    the repetitions in which both finished every one of them; in repetition order."""
+    """Per repetition, the total over ``queries`` of ``config`` over that of ``baseline``
+    (repetition i over repetition i: with the default interleaved order the two ran minutes
+    apart at most, so slow drift of the machine affects both alike), for the repetitions in
+    which both finished every one of them; in repetition order."""
     walls: dict[tuple[str, int], dict[int, float]] = {}
     wanted = set(queries)
     for r in runs:
@@ -200,13 +187,19 @@ def repetition_total_ratios(
             walls.setdefault((r["config"], int(r.get("rep") or 0)), {})[int(r["query"])] = float(
                 r["wall_s"]
             )
-    reps = sorted({rep for (_, rep) in walls})
     out = []
-    for rep in reps:
+    for rep in sorted({rep for (_, rep) in walls}):
         a, b = walls.get((config, rep), {}), walls.get((baseline, rep), {})
-        if wanted and wanted <= a.keys() and wanted <= b.keys():
+        if wanted and wanted <= a.keys() and wanted <= b.keys() and sum(b.values()) > 0:
             out.append(sum(a.values()) / sum(b.values()))
     return out
+
+
+def paired_ratios(
+    runs: Iterable[dict[str, Any]], config: str, baseline: str, q: int
+) -> list[float]:
+    """The per-repetition ratios of query ``q`` (:func:`repetition_total_ratios` of it alone)."""
+    return repetition_total_ratios(runs, config, baseline, (q,))
 
 
 #: the parts of a run's ``dram`` record (bench.core.dram.peaks), in MB
