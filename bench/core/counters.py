@@ -45,6 +45,7 @@ COUNTERS: tuple[str, ...] = (
     "views_resolved",
     "views_stale",
     "view_mismatches",
+    "prunes_deferred",
 )
 #: Values the pgnvm_stats view derives from the counters (bytes_not_copied = redirects x
 #: the server's block size), read from the server too.

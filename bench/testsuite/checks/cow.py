@@ -18,6 +18,14 @@ end of the table. No tuple of block 0 or of the new versions' block has its hint
    block 0 is byte-for-byte what it was; base and se1 never copy (``cow_copies`` stays 0).
    After a CHECKPOINT the file's block 0 differs (the change was written back) and the new
    row version is what every scan sees.
+3. on-access pruning (patch 0027): a second table's full block 0 holds a dead row version
+   (an UPDATE moved it away: the page had no room) and is prunable. After a restart a
+   SELECT of another row of block 0 through the index fetches it: base and se1 prune it
+   (the buffer is dirty); se2 reads it in place and leaves it as it is, redirected and
+   clean, no copy, ``prunes_deferred`` grows (the read does not copy a page just to prune
+   it). Then an UPDATE of a row of block 0 through the index: its own fetch prunes the
+   page in every engine (se2 copies it first), so the new version fits in block 0 (a HOT
+   update), which it could not without the prune.
 """
 
 from __future__ import annotations
@@ -59,7 +67,7 @@ def cow(env: EngineEnv, limit: float) -> str:
     se2 = env.engine == "se2"
     with env.server.temporary(SETTINGS):
         env.server.restart()
-        return _cow(env, se2)
+        return _cow(env, se2) + "; " + _prune(env, se2)
 
 
 def _cow(env: EngineEnv, se2: bool) -> str:
@@ -198,3 +206,102 @@ def _cow(env: EngineEnv, se2: bool) -> str:
         )
         c.execute(f"DROP TABLE {TABLE}")
     return "; ".join(notes)
+
+
+PRUNE_TABLE = "cow_prune_t"
+PRUNE_ROWS = 200
+#: (pd_prune_xid, free bytes) of one block (pageinspect)
+PAGE_HEADER_SQL = (
+    "SELECT prune_xid::text::bigint, upper - lower FROM page_header(get_raw_page(%s, %s))"
+)
+
+
+def _prune(env: EngineEnv, se2: bool) -> str:
+    """Part 3 (see the module's docstring): a read-only fetch leaves a page read in place
+    unpruned; the UPDATE's own fetch prunes it."""
+    with env.server.connect() as c:
+        c.execute(f"DROP TABLE IF EXISTS {PRUNE_TABLE}")
+        c.execute(
+            f"CREATE TABLE {PRUNE_TABLE} (id int PRIMARY KEY, pad text NOT NULL) "
+            "WITH (autovacuum_enabled = off)"
+        )
+        c.execute(
+            f"INSERT INTO {PRUNE_TABLE} SELECT g, repeat('p', 200) FROM generate_series(1, %s) g",
+            (PRUNE_ROWS,),
+        )
+        for k, v in INDEX_ONLY.items():
+            c.execute(f"SET {k} = '{v}'")
+        # ids 2 and 3 share block 0 with id 1 (looked at before any row version is dead:
+        # a fetch after the UPDATE would prune block 0 on access)
+        same_block = c.execute(
+            f"SELECT count(*) FROM {PRUNE_TABLE} WHERE ctid::text LIKE '(0,%%' AND id IN (2, 3)"
+        ).fetchone()
+        # block 0 is full: the new version of id 1 goes elsewhere, its old one is dead
+        moved = c.execute(
+            f"UPDATE {PRUNE_TABLE} SET pad = pad WHERE id = 1 RETURNING ctid::text"
+        ).fetchone()
+        if moved is None or _block_of(moved[0]) == 0 or same_block != (2,):
+            raise CheckFailed(
+                f"premise: the new version of id 1 is at {moved} (expected outside block 0), "
+                f"ids 2 and 3 in block 0: {same_block}"
+            )
+        header = c.execute(PAGE_HEADER_SQL, (PRUNE_TABLE, 0)).fetchone()
+        if header is None or header[0] == 0 or header[1] >= 8192 // 10:
+            raise CheckFailed(
+                f"premise: block 0 should be prunable and full: (prune_xid, free) = {header}"
+            )
+    env.server.restart()  # block 0 leaves the pool: read in place by se2's next fetch
+
+    with env.server.connect() as c:
+        for k, v in INDEX_ONLY.items():
+            c.execute(f"SET {k} = '{v}'")
+        before = counters.read_counters(c)
+        got = c.execute(f"SELECT id FROM {PRUNE_TABLE} WHERE id = 2").fetchall()
+        if got != [(2,)]:
+            raise CheckFailed(f"SELECT of id 2 returned {got}")
+        info = nvmstats.relation_buffers(c, PRUNE_TABLE)
+        block0 = next((b for b in info if b.block == 0), None)
+        if block0 is None:
+            raise CheckFailed(f"block 0 of {PRUNE_TABLE} is not in shared buffers")
+        if se2 and (not block0.redirected or block0.dirty):
+            raise CheckFailed(
+                "se2: a SELECT copied block 0 to prune it on access; it should stay "
+                f"redirected and clean: {block0}"
+            )
+        if not se2 and (block0.redirected or not block0.dirty):
+            raise CheckFailed(
+                f"{env.engine}: the SELECT should have pruned block 0 (dirty): {block0}"
+            )
+        d = counters.delta(before, counters.read_counters(c))
+        want = (1, 0) if se2 else (0, 0)
+        if (d["prunes_deferred"], d["cow_copies"]) != want:
+            raise CheckFailed(
+                f"{env.engine}: (prunes_deferred, cow_copies) of the SELECT = "
+                f"{(d['prunes_deferred'], d['cow_copies'])}, expected {want}"
+            )
+
+        before = counters.read_counters(c)
+        upd = c.execute(
+            f"UPDATE {PRUNE_TABLE} SET pad = pad WHERE id = 3 RETURNING ctid::text"
+        ).fetchone()
+        d = counters.delta(before, counters.read_counters(c))
+        if upd is None or _block_of(upd[0]) != 0:
+            raise CheckFailed(
+                f"{env.engine}: the UPDATE of id 3 put its new version at {upd}: its fetch did "
+                "not prune block 0 (the dead version of id 1 is still there)"
+            )
+        if se2 and d["cow_copies"] != 1:
+            raise CheckFailed(f"se2: the UPDATE's prune of block 0 made {d['cow_copies']} copies")
+        n = c.execute(f"SELECT count(*) FROM {PRUNE_TABLE}").fetchone()
+        if n != (PRUNE_ROWS,):
+            raise CheckFailed(f"{PRUNE_TABLE} has {n} rows, expected {PRUNE_ROWS}")
+        c.execute(f"DROP TABLE {PRUNE_TABLE}")
+    return (
+        "prune: "
+        + (
+            "the SELECT left block 0 redirected (prunes_deferred+1), "
+            if se2
+            else "the SELECT pruned block 0, "
+        )
+        + "the UPDATE's fetch pruned it (HOT, new version in block 0)"
+    )

@@ -45,7 +45,8 @@
 	X(views_kept, "pins of a redirected buffer whose view came from the buffer's tag through this process's cache of segment mappings: no look-up (se2)") \
 	X(views_resolved, "pins of a redirected buffer that looked its segment's mapping up (no usable entry in the segment cache) (se2)") \
 	X(views_stale, "segment-cache entries found stale at a pin (their mapping was let go) and looked up again (se2)") \
-	X(view_mismatches, "segment-cache entries whose epoch matched but whose mapping was not of the tag's segment: not used; must be 0 (se2)")
+	X(view_mismatches, "segment-cache entries whose epoch matched but whose mapping was not of the tag's segment: not used; must be 0 (se2)") \
+	X(prunes_deferred, "on-access prunes a read-only heap fetch left to the page's next change because the page was read in place: not copied to be pruned (se2)")
 
 /* one process's counters */
 typedef struct NvmStatsSlot
