@@ -26,7 +26,11 @@ end of the table. No tuple of block 0 or of the new versions' block has its hint
    redirected and clean, no copy, ``prunes_deferred`` +2 (a read does not copy a page just
    to prune it). Then an UPDATE of a row of block 0 through the index: in se2 its own fetch
    copies and prunes the page; in every engine the new version fits in block 0 (a HOT
-   update), which it could not without the prune. Counters of the check's backend only.
+   update), which it could not without the prune. Then a cursor's ``SELECT ... FOR UPDATE``
+   through the index reads a row of a second full, prunable block 1 and ``UPDATE ... WHERE
+   CURRENT OF`` changes it: the locking read prunes in every engine (se2: one copy, no
+   deferral), so the update, whose TID fetch never prunes, is HOT. Counters of the check's
+   backend only.
 """
 
 from __future__ import annotations
@@ -233,37 +237,39 @@ def _prune(env: EngineEnv, se2: bool) -> str:
         )
         for k, v in INDEX_ONLY.items():
             c.execute(f"SET {k} = '{v}'")
-        # ids 2, 3 and 4 share block 0 with id 1 (looked at before any row version is dead:
-        # a fetch after the UPDATE would prune block 0 on access)
-        same_block = c.execute(
-            f"SELECT count(*) FROM {PRUNE_TABLE} WHERE ctid::text LIKE '(0,%' AND id IN (2, 3, 4)"
-        ).fetchone()
-        # block 0 is full: the new version of id 1 goes elsewhere, its old one is dead
-        moved = c.execute(
-            f"UPDATE {PRUNE_TABLE} SET pad = pad WHERE id = 1 RETURNING ctid::text"
-        ).fetchone()
-        if moved is None or _block_of(moved[0]) == 0 or same_block != (3,):
-            raise CheckFailed(
-                f"premise: the new version of id 1 is at {moved} (expected outside block 0), "
-                f"ids 2, 3 and 4 in block 0: {same_block}"
-            )
-        header = c.execute(PAGE_HEADER_SQL, (PRUNE_TABLE, 0)).fetchone()
-        lp_len = c.execute(
-            "SELECT lp_len FROM heap_page_items(get_raw_page(%s, 0)) WHERE lp = 3",
-            (PRUNE_TABLE,),
-        ).fetchone()
-        # no room for one more version (its line pointer included) without the prune
-        if (
-            header is None
-            or lp_len is None
-            or header[0] == 0
-            or header[1] >= 8192 // 10
-            or header[1] >= (lp_len[0] + 7) // 8 * 8 + 4
-        ):
-            raise CheckFailed(
-                "premise: block 0 should be prunable and too full for another version: "
-                f"(prune_xid, free) = {header}, tuple length {lp_len}"
-            )
+        # ids 2, 3 and 4 share block 0 with id 1, id 36 block 1 with id 35 (looked at
+        # before any row version is dead: a fetch after the UPDATEs would prune on access)
+        placed = c.execute(
+            f"SELECT id, ctid::text FROM {PRUNE_TABLE} WHERE id IN (2, 3, 4, 36) ORDER BY id"
+        ).fetchall()
+        if [_block_of(t) for _, t in placed] != [0, 0, 0, 1]:
+            raise CheckFailed(f"premise: ids 2, 3, 4 in block 0 and 36 in block 1: {placed}")
+        # blocks 0 and 1 are full: the new versions of ids 1 and 35 go elsewhere, their old
+        # ones are dead
+        for row_id, block in ((1, 0), (35, 1)):
+            moved = c.execute(
+                f"UPDATE {PRUNE_TABLE} SET pad = pad WHERE id = %s RETURNING ctid::text",
+                (row_id,),
+            ).fetchone()
+            if moved is None or _block_of(moved[0]) <= 1:
+                raise CheckFailed(f"premise: the new version of id {row_id} is at {moved}")
+            header = c.execute(PAGE_HEADER_SQL, (PRUNE_TABLE, block)).fetchone()
+            lp_len = c.execute(
+                "SELECT lp_len FROM heap_page_items(get_raw_page(%s, %s)) WHERE lp = 3",
+                (PRUNE_TABLE, block),
+            ).fetchone()
+            # no room for one more version (its line pointer included) without the prune
+            if (
+                header is None
+                or lp_len is None
+                or header[0] == 0
+                or header[1] >= 8192 // 10
+                or header[1] >= (lp_len[0] + 7) // 8 * 8 + 4
+            ):
+                raise CheckFailed(
+                    f"premise: block {block} should be prunable and too full for another "
+                    f"version: (prune_xid, free) = {header}, tuple length {lp_len}"
+                )
     env.server.restart()  # block 0 leaves the pool: read in place by se2's next fetch
 
     with env.server.connect() as c:
@@ -274,8 +280,9 @@ def _prune(env: EngineEnv, se2: bool) -> str:
             "Index Only Scan": f"SELECT id FROM {PRUNE_TABLE} WHERE id = 2",
             "Index Scan": f"SELECT pad FROM {PRUNE_TABLE} WHERE id = 4",
         }
+        locking = f"SELECT pad FROM {PRUNE_TABLE} WHERE id = 36 FOR UPDATE"
         # the plans (and with them the caches) before the counters are read
-        for node, sql in reads.items():
+        for node, sql in (*reads.items(), ("Index Scan", locking)):
             plan = "\n".join(r[0] for r in c.execute(f"EXPLAIN (COSTS OFF) {sql}").fetchall())
             if f"{node} using" not in plan or (node == "Index Scan" and "Only" in plan):
                 raise CheckFailed(f"premise: {sql!r} should be an {node}: {plan}")
@@ -323,6 +330,28 @@ def _prune(env: EngineEnv, se2: bool) -> str:
                 "se2: the UPDATE's fetch should copy block 0 once and prune it: "
                 f"(cow_copies, prunes_deferred) = {(d['cow_copies'], d['prunes_deferred'])}"
             )
+        # a locking read prunes as stock (its lock changes the page anyway): the UPDATE
+        # that then finds the row by TID (WHERE CURRENT OF never prunes) is HOT
+        before = counters.read_counters(c, own=True)
+        with c.transaction():
+            c.execute(f"DECLARE prune_cur CURSOR FOR {locking}")
+            c.execute("FETCH prune_cur")
+            upd = c.execute(
+                f"UPDATE {PRUNE_TABLE} SET pad = pad WHERE CURRENT OF prune_cur "
+                "RETURNING ctid::text"
+            ).fetchone()
+        d = counters.delta(before, counters.read_counters(c, own=True))
+        if upd is None or _block_of(upd[0]) != 1:
+            raise CheckFailed(
+                f"{env.engine}: the UPDATE WHERE CURRENT OF of id 36 put its new version at "
+                f"{upd}: the locking read did not prune block 1 (not HOT)"
+            )
+        if d["prunes_deferred"] != 0 or (se2 and d["cow_copies"] != 1):
+            raise CheckFailed(
+                f"{env.engine}: the locking read and its UPDATE: (cow_copies, prunes_deferred)"
+                f" = {(d['cow_copies'], d['prunes_deferred'])}, expected "
+                f"{(1 if se2 else 0, 0)}"
+            )
         n = c.execute(f"SELECT count(*) FROM {PRUNE_TABLE}").fetchone()
         if n != (PRUNE_ROWS,):
             raise CheckFailed(f"{PRUNE_TABLE} has {n} rows, expected {PRUNE_ROWS}")
@@ -335,5 +364,5 @@ def _prune(env: EngineEnv, se2: bool) -> str:
             if se2
             else "the first SELECT pruned block 0"
         )
-        + "; the UPDATE is HOT (new version in block 0)"
+        + "; the UPDATE is HOT (new version in block 0); a FOR UPDATE read pruned block 1"
     )
