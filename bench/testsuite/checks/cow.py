@@ -61,11 +61,11 @@ def _block_of(ctid: str) -> int:
     return int(ctid.strip("()").split(",")[0])
 
 
-def _buffer(c: psycopg.Connection[Any], block: int) -> nvmstats.BufInfo:
-    for b in nvmstats.relation_buffers(c, TABLE):
+def _buffer(c: psycopg.Connection[Any], block: int, table: str = TABLE) -> nvmstats.BufInfo:
+    for b in nvmstats.relation_buffers(c, table):
         if b.block == block:
             return b
-    raise CheckFailed(f"block {block} of {TABLE} is not in shared buffers")
+    raise CheckFailed(f"block {block} of {table} is not in shared buffers")
 
 
 def cow(env: EngineEnv, limit: float) -> str:
@@ -292,10 +292,7 @@ def _prune(env: EngineEnv, se2: bool) -> str:
         for sql in reads.values():
             if len(c.execute(sql).fetchall()) != 1:
                 raise CheckFailed(f"{sql!r} did not return one row")
-        info = nvmstats.relation_buffers(c, PRUNE_TABLE)
-        block0 = next((b for b in info if b.block == 0), None)
-        if block0 is None:
-            raise CheckFailed(f"block 0 of {PRUNE_TABLE} is not in shared buffers")
+        block0 = _buffer(c, 0, PRUNE_TABLE)
         if se2 and (not block0.redirected or block0.dirty):
             raise CheckFailed(
                 "se2: a SELECT copied block 0 to prune it on access; it should stay "
