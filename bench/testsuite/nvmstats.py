@@ -14,6 +14,7 @@ import psycopg
 
 from bench.core import counters
 from bench.core.counters import read_pool  # noqa: F401 - re-exported: the checks' API
+from bench.testsuite.model import CheckFailed
 
 BLCKSZ = 8192
 
@@ -49,6 +50,19 @@ def relation_buffers(conn: psycopg.Connection[Any], rel: str) -> list[BufInfo]:
         BufInfo(int(r[0]), bool(r[1]), bool(r[2]))
         for r in conn.execute(BUFFERS_SQL, (rel,)).fetchall()
     ]
+
+
+def relation_buffer(conn: psycopg.Connection[Any], rel: str, block: int) -> BufInfo:
+    """The shared buffer holding ``block`` of ``rel``; CheckFailed if it is not in the pool."""
+    for b in relation_buffers(conn, rel):
+        if b.block == block:
+            return b
+    raise CheckFailed(f"block {block} of {rel} is not in shared buffers")
+
+
+def block_of(ctid: str) -> int:
+    """'(12,3)' -> 12"""
+    return int(ctid.strip("()").split(",")[0])
 
 
 def redirected_anywhere(conn: psycopg.Connection[Any]) -> int:

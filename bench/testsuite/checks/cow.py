@@ -18,29 +18,16 @@ end of the table. No tuple of block 0 or of the new versions' block has its hint
    block 0 is byte-for-byte what it was; base and se1 never copy (``cow_copies`` stays 0).
    After a CHECKPOINT the file's block 0 differs (the change was written back) and the new
    row version is what every scan sees.
-3. on-access pruning (patch 0027): a second table's full block 0 holds a dead row version
-   (an UPDATE moved it away: the page had no room for it) and is prunable. After a restart
-   two SELECTs of other rows of block 0 fetch it, an index-only scan's (the page is not
-   all-visible) and a plain index scan's (plans checked): base and se1 prune it at the
-   first (the buffer is dirty); se2 reads it in place and both leave it as it is,
-   redirected and clean, no copy, ``prunes_deferred`` +2 (a read does not copy a page just
-   to prune it). Then an UPDATE of a row of block 0 through the index: in se2 its own fetch
-   copies and prunes the page; in every engine the new version fits in block 0 (a HOT
-   update), which it could not without the prune. Then a cursor's ``SELECT ... FOR UPDATE``
-   through the index reads a row of a second full, prunable block 1 and ``UPDATE ... WHERE
-   CURRENT OF`` changes it: the locking read prunes in every engine (se2: one copy, no
-   deferral), so the update, whose TID fetch never prunes, is HOT. Counters of the check's
-   backend only.
+3. on-access pruning by index fetches that only read (patch 0027):
+   :mod:`bench.testsuite.checks.cow_prune`.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-import psycopg
-
 from bench.core import counters
 from bench.testsuite import nvmstats
+from bench.testsuite.checks import cow_prune
+from bench.testsuite.checks.cow_prune import INDEX_ONLY
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.model import CheckFailed
 
@@ -48,7 +35,6 @@ TABLE = "cow_t"
 ROWS = 3000
 SETTINGS = {"bgwriter_lru_maxpages": "0", "checkpoint_timeout": "1d"}
 MOVED = (1501, 1560)  # ids updated before the restart (their new versions: at the end)
-INDEX_ONLY = {"enable_seqscan": "off", "enable_bitmapscan": "off", "enable_tidscan": "off"}
 #: (tuples with HEAP_XMIN_COMMITTED, normal tuples) of one block (pageinspect)
 UNHINTED_SQL = (
     "SELECT count(*) FILTER (WHERE t_infomask & 256 <> 0), count(*) "
@@ -56,23 +42,11 @@ UNHINTED_SQL = (
 )
 
 
-def _block_of(ctid: str) -> int:
-    """'(12,3)' -> 12"""
-    return int(ctid.strip("()").split(",")[0])
-
-
-def _buffer(c: psycopg.Connection[Any], block: int, table: str = TABLE) -> nvmstats.BufInfo:
-    for b in nvmstats.relation_buffers(c, table):
-        if b.block == block:
-            return b
-    raise CheckFailed(f"block {block} of {table} is not in shared buffers")
-
-
 def cow(env: EngineEnv, limit: float) -> str:
     se2 = env.engine == "se2"
     with env.server.temporary(SETTINGS):
         env.server.restart()
-        return _cow(env, se2) + "; " + _prune(env, se2)
+        return _cow(env, se2) + "; " + cow_prune.prune(env, se2)
 
 
 def _cow(env: EngineEnv, se2: bool) -> str:
@@ -106,7 +80,7 @@ def _cow(env: EngineEnv, se2: bool) -> str:
         c.execute("RESET ALL")
         if len(moved) != MOVED[1] - MOVED[0] + 1:
             raise CheckFailed(f"the UPDATE of ids {MOVED} returned {moved}")
-        new_block = max(_block_of(r[0]) for r in moved)
+        new_block = max(nvmstats.block_of(r[0]) for r in moved)
         nblocks = c.execute(f"SELECT pg_relation_size('{TABLE}') / 8192").fetchone()[0]  # type: ignore[index]
         if new_block < nblocks - 2:
             raise CheckFailed(f"the updated rows went to block {new_block} of {nblocks}")
@@ -129,7 +103,7 @@ def _cow(env: EngineEnv, se2: bool) -> str:
         d = counters.delta(before, counters.read_counters(c))
         if n != ROWS:
             raise CheckFailed(f"the scan counted {n} rows, expected {ROWS}")
-        bufs = {b: _buffer(c, b) for b in watched}
+        bufs = {b: nvmstats.relation_buffer(c, TABLE, b) for b in watched}
 
         # 1. hint bits
         if se2:
@@ -169,7 +143,7 @@ def _cow(env: EngineEnv, se2: bool) -> str:
         )
 
         # 2. copy-on-write of block 0
-        if se2 and not _buffer(c, 0).redirected:
+        if se2 and not nvmstats.relation_buffer(c, TABLE, 0).redirected:
             raise CheckFailed("se2: block 0 is no longer redirected after the CHECKPOINT")
         block0 = nvmstats.block_bytes(path, 0)
         before = counters.read_counters(c)
@@ -180,7 +154,7 @@ def _cow(env: EngineEnv, se2: bool) -> str:
         if len(upd) != 1:
             raise CheckFailed(f"UPDATE of (0,1) returned {upd}")
         row_id, new_v, new_ctid = upd[0]
-        info = _buffer(c, 0)
+        info = nvmstats.relation_buffer(c, TABLE, 0)
         if se2:
             if d["cow_copies"] < 1:
                 raise CheckFailed(
@@ -195,7 +169,7 @@ def _cow(env: EngineEnv, se2: bool) -> str:
         c.execute("CHECKPOINT")
         if nvmstats.block_bytes(path, 0) == block0:
             raise CheckFailed("the CHECKPOINT did not write the dirty block 0 to the file")
-        if _buffer(c, 0).dirty:
+        if nvmstats.relation_buffer(c, TABLE, 0).dirty:
             raise CheckFailed("block 0 is still dirty after the CHECKPOINT")
         seen = c.execute(f"SELECT v, ctid::text FROM {TABLE} WHERE id = %s", (row_id,)).fetchall()
         if seen != [(new_v, new_ctid)]:
@@ -211,155 +185,3 @@ def _cow(env: EngineEnv, se2: bool) -> str:
         )
         c.execute(f"DROP TABLE {TABLE}")
     return "; ".join(notes)
-
-
-PRUNE_TABLE = "cow_prune_t"
-PRUNE_ROWS = 200
-#: (pd_prune_xid, free bytes) of one block (pageinspect)
-PAGE_HEADER_SQL = (
-    "SELECT prune_xid::text::bigint, upper - lower FROM page_header(get_raw_page(%s, %s))"
-)
-
-
-def _prune(env: EngineEnv, se2: bool) -> str:
-    """Part 3 (see the module's docstring): read-only fetches (an index-only scan's and a
-    plain index scan's) leave a page read in place unpruned; the UPDATE's own fetch prunes
-    it. Counters of this backend only (autovacuum's work on catalogs is not in them)."""
-    with env.server.connect() as c:
-        c.execute(f"DROP TABLE IF EXISTS {PRUNE_TABLE}")
-        c.execute(
-            f"CREATE TABLE {PRUNE_TABLE} (id int PRIMARY KEY, pad text NOT NULL) "
-            "WITH (autovacuum_enabled = off)"
-        )
-        c.execute(
-            f"INSERT INTO {PRUNE_TABLE} SELECT g, repeat('p', 200) FROM generate_series(1, %s) g",
-            (PRUNE_ROWS,),
-        )
-        for k, v in INDEX_ONLY.items():
-            c.execute(f"SET {k} = '{v}'")
-        # ids 2, 3 and 4 share block 0 with id 1, id 36 block 1 with id 35 (looked at
-        # before any row version is dead: a fetch after the UPDATEs would prune on access)
-        placed = c.execute(
-            f"SELECT id, ctid::text FROM {PRUNE_TABLE} WHERE id IN (2, 3, 4, 36) ORDER BY id"
-        ).fetchall()
-        if [_block_of(t) for _, t in placed] != [0, 0, 0, 1]:
-            raise CheckFailed(f"premise: ids 2, 3, 4 in block 0 and 36 in block 1: {placed}")
-        # blocks 0 and 1 are full: the new versions of ids 1 and 35 go elsewhere, their old
-        # ones are dead
-        for row_id, block in ((1, 0), (35, 1)):
-            moved = c.execute(
-                f"UPDATE {PRUNE_TABLE} SET pad = pad WHERE id = %s RETURNING ctid::text",
-                (row_id,),
-            ).fetchone()
-            if moved is None or _block_of(moved[0]) <= 1:
-                raise CheckFailed(f"premise: the new version of id {row_id} is at {moved}")
-            header = c.execute(PAGE_HEADER_SQL, (PRUNE_TABLE, block)).fetchone()
-            lp_len = c.execute(
-                "SELECT lp_len FROM heap_page_items(get_raw_page(%s, %s)) WHERE lp = 3",
-                (PRUNE_TABLE, block),
-            ).fetchone()
-            # no room for one more version (its line pointer included) without the prune
-            if (
-                header is None
-                or lp_len is None
-                or header[0] == 0
-                or header[1] >= 8192 // 10
-                or header[1] >= (lp_len[0] + 7) // 8 * 8 + 4
-            ):
-                raise CheckFailed(
-                    f"premise: block {block} should be prunable and too full for another "
-                    f"version: (prune_xid, free) = {header}, tuple length {lp_len}"
-                )
-    env.server.restart()  # block 0 leaves the pool: read in place by se2's next fetch
-
-    with env.server.connect() as c:
-        c.execute("SET max_parallel_workers_per_gather = 0")
-        for k, v in INDEX_ONLY.items():
-            c.execute(f"SET {k} = '{v}'")
-        reads = {
-            "Index Only Scan": f"SELECT id FROM {PRUNE_TABLE} WHERE id = 2",
-            "Index Scan": f"SELECT pad FROM {PRUNE_TABLE} WHERE id = 4",
-        }
-        locking = f"SELECT pad FROM {PRUNE_TABLE} WHERE id = 36 FOR UPDATE"
-        # the plans (and with them the caches) before the counters are read
-        for node, sql in (*reads.items(), ("Index Scan", locking)):
-            plan = "\n".join(r[0] for r in c.execute(f"EXPLAIN (COSTS OFF) {sql}").fetchall())
-            if f"{node} using" not in plan or (node == "Index Scan" and "Only" in plan):
-                raise CheckFailed(f"premise: {sql!r} should be an {node}: {plan}")
-        c.execute(f"EXPLAIN UPDATE {PRUNE_TABLE} SET pad = pad WHERE id = 3")
-        nvmstats.relation_buffers(c, PRUNE_TABLE)
-        before = counters.read_counters(c, own=True)
-        for sql in reads.values():
-            if len(c.execute(sql).fetchall()) != 1:
-                raise CheckFailed(f"{sql!r} did not return one row")
-        block0 = _buffer(c, 0, PRUNE_TABLE)
-        if se2 and (not block0.redirected or block0.dirty):
-            raise CheckFailed(
-                "se2: a SELECT copied block 0 to prune it on access; it should stay "
-                f"redirected and clean: {block0}"
-            )
-        if not se2 and (block0.redirected or not block0.dirty):
-            raise CheckFailed(
-                f"{env.engine}: the SELECTs should have pruned block 0 (dirty): {block0}"
-            )
-        d = counters.delta(before, counters.read_counters(c, own=True))
-        # se2: both fetches leave it (the index-only scan's heap fetch and the index scan's);
-        # base/se1: the first prunes it, the second finds nothing to prune
-        want = (2, 0) if se2 else (0, 0)
-        if (d["prunes_deferred"], d["cow_copies"]) != want:
-            raise CheckFailed(
-                f"{env.engine}: (prunes_deferred, cow_copies) of the two SELECTs = "
-                f"{(d['prunes_deferred'], d['cow_copies'])}, expected {want}"
-            )
-
-        before = counters.read_counters(c, own=True)
-        upd = c.execute(
-            f"UPDATE {PRUNE_TABLE} SET pad = pad WHERE id = 3 RETURNING ctid::text"
-        ).fetchone()
-        d = counters.delta(before, counters.read_counters(c, own=True))
-        if upd is None or _block_of(upd[0]) != 0:
-            raise CheckFailed(
-                f"{env.engine}: the UPDATE of id 3 put its new version at {upd}: block 0 was "
-                "not pruned before it (the dead version of id 1 is still there)"
-            )
-        if se2 and (d["cow_copies"], d["prunes_deferred"]) != (1, 0):
-            raise CheckFailed(
-                "se2: the UPDATE's fetch should copy block 0 once and prune it: "
-                f"(cow_copies, prunes_deferred) = {(d['cow_copies'], d['prunes_deferred'])}"
-            )
-        # a locking read prunes as stock (its lock changes the page anyway): the UPDATE
-        # that then finds the row by TID (WHERE CURRENT OF never prunes) is HOT
-        before = counters.read_counters(c, own=True)
-        with c.transaction():
-            c.execute(f"DECLARE prune_cur CURSOR FOR {locking}")
-            c.execute("FETCH prune_cur")
-            upd = c.execute(
-                f"UPDATE {PRUNE_TABLE} SET pad = pad WHERE CURRENT OF prune_cur "
-                "RETURNING ctid::text"
-            ).fetchone()
-        d = counters.delta(before, counters.read_counters(c, own=True))
-        if upd is None or _block_of(upd[0]) != 1:
-            raise CheckFailed(
-                f"{env.engine}: the UPDATE WHERE CURRENT OF of id 36 put its new version at "
-                f"{upd}: the locking read did not prune block 1 (not HOT)"
-            )
-        if d["prunes_deferred"] != 0 or (se2 and d["cow_copies"] != 1):
-            raise CheckFailed(
-                f"{env.engine}: the locking read and its UPDATE: (cow_copies, prunes_deferred)"
-                f" = {(d['cow_copies'], d['prunes_deferred'])}, expected "
-                f"{(1 if se2 else 0, 0)}"
-            )
-        n = c.execute(f"SELECT count(*) FROM {PRUNE_TABLE}").fetchone()
-        if n != (PRUNE_ROWS,):
-            raise CheckFailed(f"{PRUNE_TABLE} has {n} rows, expected {PRUNE_ROWS}")
-        c.execute(f"DROP TABLE {PRUNE_TABLE}")
-    return (
-        "prune: "
-        + (
-            "two read-only fetches left block 0 redirected (prunes_deferred+2), the UPDATE's "
-            "fetch copied and pruned it"
-            if se2
-            else "the first SELECT pruned block 0"
-        )
-        + "; the UPDATE is HOT (new version in block 0); a FOR UPDATE read pruned block 1"
-    )

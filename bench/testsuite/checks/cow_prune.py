@@ -1,0 +1,202 @@
+"""The ``cow`` check's part 3 (parts 1 and 2: :mod:`cow`): on-access pruning by an index
+fetch that only reads does not copy a page se2 reads in place (R9 of
+docs/storage-engines.md, patch 0027).
+
+A table whose full blocks 0 and 1 each hold one dead row version (an UPDATE moved the row
+away: the page had no room for the new version), checked with pageinspect: each block is
+prunable (``pd_prune_xid`` set) and too full for another version. After a restart the
+blocks leave the pool, and se2 reads them in place. Two SELECTs of other rows of block 0, an
+index-only scan's heap fetch (the page is not all-visible) and a plain index scan's (plans
+checked): base and se1 prune it at the first (the buffer is dirty); se2 leaves it as it is,
+redirected and clean, no copy, ``prunes_deferred`` +2. Then an UPDATE of a row of block 0
+through the index: in se2 its own fetch copies and prunes the page; in every engine the new
+version fits in block 0 (a HOT update), which it could not without the prune. Then a
+cursor's ``SELECT ... FOR UPDATE`` through the index reads a row of block 1 and ``UPDATE ...
+WHERE CURRENT OF`` changes it: the locking read prunes in every engine (se2: one copy, no
+deferral), so the update, whose TID fetch never prunes, is HOT.
+
+Counters of the check's backend only (autovacuum's work on catalogs is not in them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from bench.core import counters
+from bench.testsuite import nvmstats
+from bench.testsuite.context import EngineEnv
+from bench.testsuite.model import CheckFailed
+
+INDEX_ONLY = {"enable_seqscan": "off", "enable_bitmapscan": "off", "enable_tidscan": "off"}
+PRUNE_TABLE = "cow_prune_t"
+PRUNE_ROWS = 200
+#: (pd_prune_xid, free bytes) of one block (pageinspect)
+PAGE_HEADER_SQL = (
+    "SELECT prune_xid::text::bigint, upper - lower FROM page_header(get_raw_page(%s, %s))"
+)
+
+
+def _prunable_table(
+    c: psycopg.Connection[Any], table: str, moves: tuple[tuple[int, int], ...], stay: dict[int, int]
+) -> None:
+    """Create ``table`` with :data:`PRUNE_ROWS` rows; for each (id, block) of ``moves`` an
+    UPDATE through the index moves the row out of its full block, leaving a dead version
+    there. Premises checked: the rows of ``moves`` and ``stay`` (id -> block) are where
+    expected before any version is dead (a fetch after the UPDATEs would prune on access),
+    each new version lands after the watched blocks, and each watched block is prunable and
+    too full for one more version without the prune."""
+    c.execute(f"DROP TABLE IF EXISTS {table}")
+    c.execute(
+        f"CREATE TABLE {table} (id int PRIMARY KEY, pad text NOT NULL) "
+        "WITH (autovacuum_enabled = off)"
+    )
+    c.execute(
+        f"INSERT INTO {table} SELECT g, repeat('p', 200) FROM generate_series(1, %s) g",
+        (PRUNE_ROWS,),
+    )
+    for k, v in INDEX_ONLY.items():
+        c.execute(f"SET {k} = '{v}'")
+    where = {**dict(moves), **stay}
+    placed = dict(
+        c.execute(
+            f"SELECT id, ctid::text FROM {table} WHERE id = ANY(%s)", (sorted(where),)
+        ).fetchall()
+    )
+    if {i: nvmstats.block_of(t) for i, t in placed.items()} != where:
+        raise CheckFailed(f"premise: rows {where} (id: block) of {table} are at {placed}")
+    last = max(b for _, b in moves)
+    for row_id, block in moves:
+        moved = c.execute(
+            f"UPDATE {table} SET pad = pad WHERE id = %s RETURNING ctid::text", (row_id,)
+        ).fetchone()
+        if moved is None or nvmstats.block_of(moved[0]) <= last:
+            raise CheckFailed(f"premise: the new version of id {row_id} is at {moved}")
+        header = c.execute(PAGE_HEADER_SQL, (table, block)).fetchone()
+        lp_len = c.execute(
+            "SELECT lp_len FROM heap_page_items(get_raw_page(%s, %s)) WHERE lp = 3",
+            (table, block),
+        ).fetchone()
+        # no room for one more version (its line pointer included) without the prune
+        if (
+            header is None
+            or lp_len is None
+            or header[0] == 0
+            or header[1] >= 8192 // 10
+            or header[1] >= (lp_len[0] + 7) // 8 * 8 + 4
+        ):
+            raise CheckFailed(
+                f"premise: block {block} of {table} should be prunable and too full for "
+                f"another version: (prune_xid, free) = {header}, tuple length {lp_len}"
+            )
+    c.execute("RESET ALL")
+
+
+def _plan(c: psycopg.Connection[Any], sql: str, node: str) -> str:
+    """EXPLAIN (COSTS OFF) of ``sql``, which must use ``node``."""
+    plan = "\n".join(r[0] for r in c.execute(f"EXPLAIN (COSTS OFF) {sql}").fetchall())
+    if node not in plan:
+        raise CheckFailed(f"premise: {sql!r} should use a {node}: {plan}")
+    return plan
+
+
+def prune(env: EngineEnv, se2: bool) -> str:
+    """Part 3 (see the module's docstring): read-only index fetches (an index-only scan's and
+    a plain index scan's) leave a page read in place unpruned; the UPDATE's own fetch and a
+    locking read prune it."""
+    with env.server.connect() as c:
+        _prunable_table(c, PRUNE_TABLE, ((1, 0), (35, 1)), {2: 0, 3: 0, 4: 0, 36: 1})
+    env.server.restart()  # block 0 leaves the pool: read in place by se2's next fetch
+
+    with env.server.connect() as c:
+        c.execute("SET max_parallel_workers_per_gather = 0")
+        for k, v in INDEX_ONLY.items():
+            c.execute(f"SET {k} = '{v}'")
+        reads = {
+            "Index Only Scan": f"SELECT id FROM {PRUNE_TABLE} WHERE id = 2",
+            "Index Scan": f"SELECT pad FROM {PRUNE_TABLE} WHERE id = 4",
+        }
+        locking = f"SELECT pad FROM {PRUNE_TABLE} WHERE id = 36 FOR UPDATE"
+        # the plans (and with them the caches) before the counters are read
+        for node, sql in (*reads.items(), ("Index Scan", locking)):
+            plan = _plan(c, sql, f"{node} using")
+            if node == "Index Scan" and "Only" in plan:
+                raise CheckFailed(f"premise: {sql!r} should be an {node}: {plan}")
+        c.execute(f"EXPLAIN UPDATE {PRUNE_TABLE} SET pad = pad WHERE id = 3")
+        nvmstats.relation_buffers(c, PRUNE_TABLE)
+        before = counters.read_counters(c, own=True)
+        for sql in reads.values():
+            if len(c.execute(sql).fetchall()) != 1:
+                raise CheckFailed(f"{sql!r} did not return one row")
+        block0 = nvmstats.relation_buffer(c, PRUNE_TABLE, 0)
+        if se2 and (not block0.redirected or block0.dirty):
+            raise CheckFailed(
+                "se2: a SELECT copied block 0 to prune it on access; it should stay "
+                f"redirected and clean: {block0}"
+            )
+        if not se2 and (block0.redirected or not block0.dirty):
+            raise CheckFailed(
+                f"{env.engine}: the SELECTs should have pruned block 0 (dirty): {block0}"
+            )
+        d = counters.delta(before, counters.read_counters(c, own=True))
+        # se2: both fetches leave it (the index-only scan's heap fetch and the index scan's);
+        # base/se1: the first prunes it, the second finds nothing to prune
+        want = (2, 0) if se2 else (0, 0)
+        if (d["prunes_deferred"], d["cow_copies"]) != want:
+            raise CheckFailed(
+                f"{env.engine}: (prunes_deferred, cow_copies) of the two SELECTs = "
+                f"{(d['prunes_deferred'], d['cow_copies'])}, expected {want}"
+            )
+
+        before = counters.read_counters(c, own=True)
+        upd = c.execute(
+            f"UPDATE {PRUNE_TABLE} SET pad = pad WHERE id = 3 RETURNING ctid::text"
+        ).fetchone()
+        d = counters.delta(before, counters.read_counters(c, own=True))
+        if upd is None or nvmstats.block_of(upd[0]) != 0:
+            raise CheckFailed(
+                f"{env.engine}: the UPDATE of id 3 put its new version at {upd}: block 0 was "
+                "not pruned before it (the dead version of id 1 is still there)"
+            )
+        if se2 and (d["cow_copies"], d["prunes_deferred"]) != (1, 0):
+            raise CheckFailed(
+                "se2: the UPDATE's fetch should copy block 0 once and prune it: "
+                f"(cow_copies, prunes_deferred) = {(d['cow_copies'], d['prunes_deferred'])}"
+            )
+        # a locking read prunes as stock (its lock changes the page anyway): the UPDATE
+        # that then finds the row by TID (WHERE CURRENT OF never prunes) is HOT
+        before = counters.read_counters(c, own=True)
+        with c.transaction():
+            c.execute(f"DECLARE prune_cur CURSOR FOR {locking}")
+            c.execute("FETCH prune_cur")
+            upd = c.execute(
+                f"UPDATE {PRUNE_TABLE} SET pad = pad WHERE CURRENT OF prune_cur "
+                "RETURNING ctid::text"
+            ).fetchone()
+        d = counters.delta(before, counters.read_counters(c, own=True))
+        if upd is None or nvmstats.block_of(upd[0]) != 1:
+            raise CheckFailed(
+                f"{env.engine}: the UPDATE WHERE CURRENT OF of id 36 put its new version at "
+                f"{upd}: the locking read did not prune block 1 (not HOT)"
+            )
+        if d["prunes_deferred"] != 0 or (se2 and d["cow_copies"] != 1):
+            raise CheckFailed(
+                f"{env.engine}: the locking read and its UPDATE: (cow_copies, prunes_deferred)"
+                f" = {(d['cow_copies'], d['prunes_deferred'])}, expected "
+                f"{(1 if se2 else 0, 0)}"
+            )
+        n = c.execute(f"SELECT count(*) FROM {PRUNE_TABLE}").fetchone()
+        if n != (PRUNE_ROWS,):
+            raise CheckFailed(f"{PRUNE_TABLE} has {n} rows, expected {PRUNE_ROWS}")
+        c.execute(f"DROP TABLE {PRUNE_TABLE}")
+    return (
+        "prune: "
+        + (
+            "two read-only fetches left block 0 redirected (prunes_deferred+2), the UPDATE's "
+            "fetch copied and pruned it"
+            if se2
+            else "the first SELECT pruned block 0"
+        )
+        + "; the UPDATE is HOT (new version in block 0); a FOR UPDATE read pruned block 1"
+    )
