@@ -40,16 +40,19 @@ Three probes run first, each on a fresh table or a restart:
   pages (under ``descriptors / 4``) must use a bulk-read ring, as stock does for a table
   over a quarter of ``shared_buffers``: the threshold is the slots (the DRAM), not the
   descriptors; afterwards far fewer than the table's pages are in buffers.
-* ``sizing``: what follows ``shared_buffers`` follows the slots (H8). The server is
-  restarted without the hybrid pool (``nvm_buffer_descriptors = 0``: se2 with the same
-  ``shared_buffers``), then with :data:`SIZING_DESCRIPTORS` of descriptors (32,768, where
-  stock's autotune of the SLRUs, 1/512 of ``NBuffers``, would give 64 buffers, not 16): every
-  setting in ``pg_settings`` must be the same in both (``transaction_buffers``,
-  ``subtransaction_buffers``, ``commit_timestamp_buffers``, ``wal_buffers``,
-  ``io_max_concurrency`` are autotuned from it), and every allocation of
+* ``sizing``: what follows ``shared_buffers`` follows the slots (H8), but the commit log.
+  The server is restarted without the hybrid pool (``nvm_buffer_descriptors = 0``: se2 with
+  the same ``shared_buffers``), then with :data:`SIZING_DESCRIPTORS` of descriptors (32,768,
+  where stock's autotune of the SLRUs, 1/512 of ``NBuffers``, gives 64 buffers, not 16):
+  every setting in ``pg_settings`` must be the same in both (``subtransaction_buffers``,
+  ``commit_timestamp_buffers``, ``wal_buffers``, ``io_max_concurrency`` are autotuned from
+  it) but ``transaction_buffers``, which must be stock's autotune of the descriptors with
+  the hybrid pool (64) and of the slots without it (16: patch 0028, the commit log serves
+  the readers of redirected pages, whose hint bits are never set); and every allocation of
   ``pg_shmem_allocations`` the same size, but those of :data:`PER_DESCRIPTOR` (which must
-  grow): "Checkpoint BufferIds", "Checkpointer Data", "XLOG Ctl", the SLRUs, AIO's handles
-  and "Buffer Blocks" among them. The detail gives the shared memory per added descriptor.
+  grow): "Checkpoint BufferIds", "Checkpointer Data", "XLOG Ctl", the other SLRUs, AIO's
+  handles and "Buffer Blocks" among them. The detail gives the shared memory per added
+  descriptor.
 
 In base and se1 the server refuses to start with ``nvm_buffer_descriptors`` (H9), with a
 FATAL naming the setting. se2 without the setting has nothing to check (skipped).
@@ -92,12 +95,14 @@ PER_DESCRIPTOR = (
     "<anonymous>",
     "pgnvm buffer flags",
     "pgnvm slot maps",
+    "transaction",  # the commit log's buffers (patch 0028), and its bank locks and LSNs
 )
 #: of those, the ones that are NBuffers entries: they must grow (the restart took effect)
 GROWS = (
     "Buffer Descriptors",
     "Buffer IO Condition Variables",
     "pgnvm buffer flags",
+    "transaction",
 )
 #: allocations of the hybrid pool only (4 B per slot)
 HYBRID_ONLY = ("pgnvm slot free list",)
@@ -106,7 +111,16 @@ SIZING_SETTINGS = (
     "nvm_buffer_descriptors",
     "shared_memory_size",
     "shared_memory_size_in_huge_pages",
+    "transaction_buffers",  # checked on its own: _clog_autotune()
 )
+
+
+def _clog_autotune(buffers: int) -> int:
+    """Stock's autotuned ``transaction_buffers`` for a pool of ``buffers`` pages
+    (SimpleLruAutotuneBuffers(512, 1024): banks of 16)."""
+    return min(1024, max(16, buffers // 512 - (buffers // 512) % 16))
+
+
 BULK = "slots_bulk"  # 2 x slots / 4 pages: bulk read by the slots' threshold
 #: a sequential scan from block 0 (not an index-only scan of the frozen table)
 NO_PAR = (
@@ -413,6 +427,16 @@ def _sizing(env: EngineEnv) -> str:
         for k in sorted(set(plain["settings"]) | set(hybrid["settings"]))
         if k not in SIZING_SETTINGS and plain["settings"].get(k) != hybrid["settings"].get(k)
     ]
+    for name, shape, pages in (
+        ("without the hybrid pool", plain, p0["slots"]),
+        ("with it", hybrid, p1["descriptors"]),
+    ):
+        got = shape["settings"].get("transaction_buffers")
+        if got != str(_clog_autotune(pages)):
+            bad.append(
+                f"transaction_buffers = {got} {name}, expected {_clog_autotune(pages)}: the "
+                f"autotune of {pages} buffers (the commit log follows the descriptors)"
+            )
     a0, a1 = plain["allocs"], hybrid["allocs"]
     for name in sorted(set(a0) | set(a1)):
         if name in PER_DESCRIPTOR or name in HYBRID_ONLY:
@@ -434,9 +458,11 @@ def _sizing(env: EngineEnv) -> str:
     per = (hybrid["used"] - plain["used"]) / added
     s = plain["settings"]
     return (
-        f"sizing: {added} more descriptors, settings unchanged (transaction_buffers "
-        f"{s['transaction_buffers']}, wal_buffers {s['wal_buffers']}, io_max_concurrency "
-        f"{s['io_max_concurrency']}), allocations unchanged but the descriptors' "
+        f"sizing: {added} more descriptors, settings unchanged (wal_buffers "
+        f"{s['wal_buffers']}, io_max_concurrency {s['io_max_concurrency']}) but "
+        f"transaction_buffers ({s['transaction_buffers']} -> "
+        f"{hybrid['settings']['transaction_buffers']}), allocations unchanged but the "
+        "descriptors' and the commit log's "
         f"({per:.1f} B of shared memory per added descriptor)"
     )
 

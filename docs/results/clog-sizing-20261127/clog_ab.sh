@@ -1,0 +1,6 @@
+#!/bin/bash
+L=/var/lib/pgnvm-lead
+/tmp/w28/clog.sh def1 "" $L; /tmp/w28/clog.sh tb1 "transaction_buffers=576" $L
+/tmp/w28/clog.sh tb2 "transaction_buffers=576" $L; /tmp/w28/clog.sh def2 "" $L
+ENG=base SB=706MB /tmp/w28/clog.sh stock1 "" $L
+echo done
