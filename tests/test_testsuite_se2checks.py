@@ -6,7 +6,7 @@ import pytest
 
 from bench.core import counters
 from bench.testsuite import nvmstats, plans
-from bench.testsuite.checks import cow, redirect, redirect_btree
+from bench.testsuite.checks import redirect, redirect_btree
 from bench.testsuite.checks.prefetch_check import summary
 from bench.testsuite.model import CheckFailed
 
@@ -79,7 +79,7 @@ def test_index_scan_stats() -> None:
 
 
 def test_block_of_ctid() -> None:
-    assert cow._block_of("(12,3)") == 12 and cow._block_of("(0,1)") == 0
+    assert nvmstats.block_of("(12,3)") == 12 and nvmstats.block_of("(0,1)") == 0
 
 
 def test_prefetch_summary() -> None:

@@ -46,7 +46,8 @@ extern PGDLLIMPORT int NBuffers;
  * NvmSharedBuffers -- shared_buffers as the user set it: the DRAM slots.
  *
  * What PostgreSQL sizes or autotunes from shared_buffers for pages in DRAM
- * (the checkpointer's request queue, the SLRUs, wal_buffers,
+ * (the checkpointer's request queue, the subtransaction and commit timestamp
+ * SLRUs (the commit log's follows NBuffers: patch 0028), wal_buffers,
  * io_max_concurrency, the hash index build's sort threshold) follows this,
  * not NBuffers, which counts descriptors in the hybrid pool (H8 of
  * docs/storage-engines.md).  Without the hybrid pool it is NBuffers, as
