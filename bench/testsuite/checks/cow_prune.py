@@ -36,17 +36,20 @@ PRUNE_ROWS = 200
 PAGE_HEADER_SQL = (
     "SELECT prune_xid::text::bigint, upper - lower FROM page_header(get_raw_page(%s, %s))"
 )
+#: (id, its block) of the rows the UPDATEs move away, leaving a dead version in blocks 0, 1
+MOVES = ((1, 0), (35, 1))
+#: id -> block of every row the check relies on (200-byte rows: 34 per block)
+PLACED = {1: 0, 2: 0, 3: 0, 4: 0, 35: 1, 36: 1}
 
 
-def _prunable_table(
-    c: psycopg.Connection[Any], table: str, moves: tuple[tuple[int, int], ...], stay: dict[int, int]
-) -> None:
-    """Create ``table`` with :data:`PRUNE_ROWS` rows; for each (id, block) of ``moves`` an
-    UPDATE through the index moves the row out of its full block, leaving a dead version
-    there. Premises checked: the rows of ``moves`` and ``stay`` (id -> block) are where
-    expected before any version is dead (a fetch after the UPDATEs would prune on access),
-    each new version lands after the watched blocks, and each watched block is prunable and
-    too full for one more version without the prune."""
+def _prunable_table(c: psycopg.Connection[Any]) -> None:
+    """Create :data:`PRUNE_TABLE` with :data:`PRUNE_ROWS` rows; for each (id, block) of
+    :data:`MOVES` an UPDATE through the index moves the row out of its full block, leaving a
+    dead version there. Premises checked: the rows of :data:`PLACED` are where expected
+    before any version is dead (a fetch after the UPDATEs would prune on access), each new
+    version lands after blocks 0 and 1, and each of those is prunable and too full for one
+    more version without the prune."""
+    table = PRUNE_TABLE
     c.execute(f"DROP TABLE IF EXISTS {table}")
     c.execute(
         f"CREATE TABLE {table} (id int PRIMARY KEY, pad text NOT NULL) "
@@ -58,20 +61,18 @@ def _prunable_table(
     )
     for k, v in INDEX_ONLY.items():
         c.execute(f"SET {k} = '{v}'")
-    where = {**dict(moves), **stay}
     placed = dict(
         c.execute(
-            f"SELECT id, ctid::text FROM {table} WHERE id = ANY(%s)", (sorted(where),)
+            f"SELECT id, ctid::text FROM {table} WHERE id = ANY(%s)", (sorted(PLACED),)
         ).fetchall()
     )
-    if {i: nvmstats.block_of(t) for i, t in placed.items()} != where:
-        raise CheckFailed(f"premise: rows {where} (id: block) of {table} are at {placed}")
-    last = max(b for _, b in moves)
-    for row_id, block in moves:
+    if {i: nvmstats.block_of(t) for i, t in placed.items()} != PLACED:
+        raise CheckFailed(f"premise: rows {PLACED} (id: block) of {table} are at {placed}")
+    for row_id, block in MOVES:
         moved = c.execute(
             f"UPDATE {table} SET pad = pad WHERE id = %s RETURNING ctid::text", (row_id,)
         ).fetchone()
-        if moved is None or nvmstats.block_of(moved[0]) <= last:
+        if moved is None or nvmstats.block_of(moved[0]) <= 1:
             raise CheckFailed(f"premise: the new version of id {row_id} is at {moved}")
         header = c.execute(PAGE_HEADER_SQL, (table, block)).fetchone()
         lp_len = c.execute(
@@ -106,7 +107,7 @@ def prune(env: EngineEnv, se2: bool) -> str:
     a plain index scan's) leave a page read in place unpruned; the UPDATE's own fetch and a
     locking read prune it."""
     with env.server.connect() as c:
-        _prunable_table(c, PRUNE_TABLE, ((1, 0), (35, 1)), {2: 0, 3: 0, 4: 0, 36: 1})
+        _prunable_table(c)
     env.server.restart()  # block 0 leaves the pool: read in place by se2's next fetch
 
     with env.server.connect() as c:
