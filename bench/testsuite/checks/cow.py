@@ -18,8 +18,9 @@ end of the table. No tuple of block 0 or of the new versions' block has its hint
    block 0 is byte-for-byte what it was; base and se1 never copy (``cow_copies`` stays 0).
    After a CHECKPOINT the file's block 0 differs (the change was written back) and the new
    row version is what every scan sees.
-3. on-access pruning by index fetches that only read (patch 0027):
-   :mod:`bench.testsuite.checks.cow_prune`.
+3. on-access pruning by index fetches that only read (patch 0027), and
+4. by sequential, bitmap heap, TID range and parallel sequential scans that only read
+   (patch 0029): :mod:`bench.testsuite.checks.cow_prune`.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def cow(env: EngineEnv, limit: float) -> str:
     se2 = env.engine == "se2"
     with env.server.temporary(SETTINGS):
         env.server.restart()
-        return _cow(env, se2) + "; " + cow_prune.prune(env, se2)
+        return "; ".join((_cow(env, se2), cow_prune.prune(env, se2), cow_prune.scans(env, se2)))
 
 
 def _cow(env: EngineEnv, se2: bool) -> str:

@@ -1,6 +1,8 @@
-"""The ``cow`` check's part 3 (parts 1 and 2: :mod:`cow`): on-access pruning by an index
-fetch that only reads does not copy a page se2 reads in place (R9 of
-docs/storage-engines.md, patch 0027).
+"""The ``cow`` check's parts 3 and 4 (parts 1 and 2: :mod:`cow`): on-access pruning by an
+index fetch (patch 0027) or a table scan (patch 0029) that only reads does not copy a page
+se2 reads in place (R9 of docs/storage-engines.md).
+
+Part 3 (:func:`prune`):
 
 A table whose full blocks 0 and 1 each hold one dead row version (an UPDATE moved the row
 away: the page had no room for the new version), checked with pageinspect: each block is
@@ -14,6 +16,14 @@ version fits in block 0 (a HOT update), which it could not without the prune. Th
 cursor's ``SELECT ... FOR UPDATE`` through the index reads a row of block 1 and ``UPDATE ...
 WHERE CURRENT OF`` changes it: the locking read prunes in every engine (se2: one copy, no
 deferral), so the update, whose TID fetch never prunes, is HOT.
+
+Part 4 (:func:`scans`): the same table made again, a restart, then a sequential, a bitmap
+heap and a TID range scan (plans checked) each leave blocks 0 and 1 redirected and clean in
+se2 (``prunes_deferred`` +2 each, no copy), and so does a parallel sequential scan run by
+workers only (``Workers Launched`` checked; their counters are not the backend's, the
+buffers are looked at); base and se1 prune both blocks at the first scan. Then an UPDATE
+that finds its row by a sequential scan prunes them in every engine (se2: two copies), and
+its new version is HOT, in block 0.
 
 Counters of the check's backend only (autovacuum's work on catalogs is not in them).
 """
@@ -36,6 +46,8 @@ PRUNE_ROWS = 200
 PAGE_HEADER_SQL = (
     "SELECT prune_xid::text::bigint, upper - lower FROM page_header(get_raw_page(%s, %s))"
 )
+#: the counters the parts judge, in this order
+DEFERRED_COPIES = ("prunes_deferred", "cow_copies")
 #: (id, its block) of the rows the UPDATEs move away, leaving a dead version in blocks 0, 1
 MOVES = ((1, 0), (35, 1))
 #: id -> block of every row the check relies on (200-byte rows: 34 per block)
@@ -102,6 +114,15 @@ def _plan(c: psycopg.Connection[Any], sql: str, node: str) -> str:
     return plan
 
 
+def _expect(
+    env: EngineEnv, what: str, d: dict[str, int], keys: tuple[str, str], want: tuple[int, int]
+) -> None:
+    """CheckFailed unless the counters ``keys`` of the delta ``d`` are ``want``."""
+    got = (d[keys[0]], d[keys[1]])
+    if got != want:
+        raise CheckFailed(f"{env.engine}: {what}: ({', '.join(keys)}) = {got}, expected {want}")
+
+
 def prune(env: EngineEnv, se2: bool) -> str:
     """Part 3 (see the module's docstring): read-only index fetches (an index-only scan's and
     a plain index scan's) leave a page read in place unpruned; the UPDATE's own fetch and a
@@ -143,12 +164,7 @@ def prune(env: EngineEnv, se2: bool) -> str:
         d = counters.delta(before, counters.read_counters(c, own=True))
         # se2: both fetches leave it (the index-only scan's heap fetch and the index scan's);
         # base/se1: the first prunes it, the second finds nothing to prune
-        want = (2, 0) if se2 else (0, 0)
-        if (d["prunes_deferred"], d["cow_copies"]) != want:
-            raise CheckFailed(
-                f"{env.engine}: (prunes_deferred, cow_copies) of the two SELECTs = "
-                f"{(d['prunes_deferred'], d['cow_copies'])}, expected {want}"
-            )
+        _expect(env, "the two SELECTs", d, DEFERRED_COPIES, (2, 0) if se2 else (0, 0))
 
         before = counters.read_counters(c, own=True)
         upd = c.execute(
@@ -201,3 +217,125 @@ def prune(env: EngineEnv, se2: bool) -> str:
         )
         + "; the UPDATE is HOT (new version in block 0); a FOR UPDATE read pruned block 1"
     )
+
+
+#: part 4's read-only scans: plan node -> (query, settings forcing that node)
+NO_INDEX = {"enable_indexscan": "off", "enable_indexonlyscan": "off"}
+TABLE_SCANS = {
+    "Seq Scan": (
+        f"SELECT count(*) FROM {PRUNE_TABLE} WHERE pad <> ''",
+        {**NO_INDEX, "enable_bitmapscan": "off", "enable_tidscan": "off"},
+    ),
+    "Bitmap Heap Scan": (
+        f"SELECT count(*) FROM {PRUNE_TABLE} WHERE id IN (2, 36)",
+        {**NO_INDEX, "enable_seqscan": "off"},
+    ),
+    "Tid Range Scan": (
+        f"SELECT count(*) FROM {PRUNE_TABLE} WHERE ctid < '(2,0)'",
+        {**NO_INDEX, "enable_seqscan": "off", "enable_bitmapscan": "off"},
+    ),
+}
+#: a parallel sequential scan by workers only
+PARALLEL = {
+    **NO_INDEX,
+    "enable_bitmapscan": "off",
+    "enable_tidscan": "off",
+    "parallel_setup_cost": "0",
+    "parallel_tuple_cost": "0",
+    "min_parallel_table_scan_size": "0",
+    "max_parallel_workers_per_gather": "2",
+    "parallel_leader_participation": "off",
+}
+
+
+def _set(c: psycopg.Connection[Any], settings: dict[str, str]) -> None:
+    c.execute("RESET ALL")
+    c.execute("SET max_parallel_workers_per_gather = 0")
+    for k, v in settings.items():
+        c.execute(f"SET {k} = '{v}'")
+
+
+def _blocks_01(c: psycopg.Connection[Any]) -> tuple[nvmstats.BufInfo, nvmstats.BufInfo]:
+    return (
+        nvmstats.relation_buffer(c, PRUNE_TABLE, 0),
+        nvmstats.relation_buffer(c, PRUNE_TABLE, 1),
+    )
+
+
+def scans(env: EngineEnv, se2: bool) -> str:
+    """Part 4 (patch 0029): read-only table scans -- sequential, bitmap heap, TID range and
+    a parallel sequential scan by workers only -- leave the prunable blocks 0 and 1 read in
+    place unpruned (se2: redirected, clean, ``prunes_deferred`` +2 per scan of the check's
+    backend, no copy); base and se1 prune both at the first scan. Then an UPDATE that finds
+    its row by a sequential scan prunes them in every engine (se2: two copies), so its new
+    version is HOT, in block 0."""
+    with env.server.connect() as c:
+        _prunable_table(c)
+    env.server.restart()  # blocks 0 and 1 leave the pool: se2's next scan reads in place
+
+    with env.server.connect() as c:
+        deferred = 0
+        for node, (sql, settings) in TABLE_SCANS.items():
+            _set(c, settings)
+            _plan(c, sql, node)
+            before = counters.read_counters(c, own=True)
+            if c.execute(sql).fetchone() is None:
+                raise CheckFailed(f"{sql!r} returned nothing")
+            d = counters.delta(before, counters.read_counters(c, own=True))
+            # se2: both prunable blocks left as they are; base/se1: never deferred
+            _expect(env, f"the {node}", d, DEFERRED_COPIES, (2, 0) if se2 else (0, 0))
+            deferred += d["prunes_deferred"]
+            for b in _blocks_01(c):
+                if se2 and (not b.redirected or b.dirty):
+                    raise CheckFailed(
+                        f"se2: the {node} copied a prunable block to prune it on access; "
+                        f"it should stay redirected and clean: {b}"
+                    )
+                if not se2 and (b.redirected or not b.dirty):
+                    raise CheckFailed(
+                        f"{env.engine}: the {node} should have left both blocks pruned (dirty): {b}"
+                    )
+
+        _set(c, PARALLEL)
+        sql = f"SELECT count(*) FROM {PRUNE_TABLE} WHERE pad <> ''"
+        _plan(c, sql, "Parallel Seq Scan")
+        plan = "\n".join(
+            r[0]
+            for r in c.execute(
+                f"EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) {sql}"
+            ).fetchall()
+        )
+        if "Workers Launched: 0" in plan or "Workers Launched" not in plan:
+            raise CheckFailed(f"premise: the parallel scan should run in workers: {plan}")
+        for b in _blocks_01(c):
+            if se2 and (not b.redirected or b.dirty):
+                raise CheckFailed(
+                    "se2: a parallel sequential scan's worker copied a prunable block to "
+                    f"prune it on access; it should stay redirected and clean: {b}"
+                )
+
+        # the UPDATE's own sequential scan is not read-only: it prunes (se2: copies)
+        _set(c, {**NO_INDEX, "enable_bitmapscan": "off", "enable_tidscan": "off"})
+        upd_sql = f"UPDATE {PRUNE_TABLE} SET pad = pad WHERE id = 3 RETURNING ctid::text"
+        _plan(c, upd_sql, "Seq Scan")
+        before = counters.read_counters(c, own=True)
+        upd = c.execute(upd_sql).fetchone()
+        d = counters.delta(before, counters.read_counters(c, own=True))
+        if upd is None or nvmstats.block_of(upd[0]) != 0:
+            raise CheckFailed(
+                f"{env.engine}: the UPDATE of id 3 by a sequential scan put its new version "
+                f"at {upd}: block 0 was not pruned before it"
+            )
+        _expect(env, "the UPDATE's sequential scan", d, DEFERRED_COPIES, (0, 2) if se2 else (0, 0))
+        c.execute("RESET ALL")
+        n = c.execute(f"SELECT count(*) FROM {PRUNE_TABLE}").fetchone()
+        if n != (PRUNE_ROWS,):
+            raise CheckFailed(f"{PRUNE_TABLE} has {n} rows, expected {PRUNE_ROWS}")
+        c.execute(f"DROP TABLE {PRUNE_TABLE}")
+    if se2:
+        return (
+            f"scans: seq, bitmap, TID range and a parallel seq scan left blocks 0 and 1 "
+            f"redirected (prunes_deferred+{deferred}); the UPDATE's seq scan copied and "
+            "pruned them (HOT)"
+        )
+    return "scans: the first seq scan pruned blocks 0 and 1; the UPDATE by seq scan is HOT"
