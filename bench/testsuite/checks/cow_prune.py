@@ -18,12 +18,14 @@ WHERE CURRENT OF`` changes it: the locking read prunes in every engine (se2: one
 deferral), so the update, whose TID fetch never prunes, is HOT.
 
 Part 4 (:func:`scans`): the same table made again, a restart, then a sequential, a bitmap
-heap and a TID range scan (plans checked) each leave blocks 0 and 1 redirected and clean in
-se2 (``prunes_deferred`` +2 each, no copy), and so does a parallel sequential scan run by
-workers only (``Workers Launched`` checked; their counters are not the backend's, the
-buffers are looked at); base and se1 prune both blocks at the first scan. Then an UPDATE
-that finds its row by a sequential scan prunes them in every engine (se2: two copies), and
-its new version is HOT, in block 0.
+heap and a TID range scan (plans and counts checked) each leave blocks 0 and 1 redirected
+and clean in se2 (``prunes_deferred`` +2 each, no copy), and so do a parallel sequential
+scan run by workers only (``Workers Launched`` checked; their counters are not the
+backend's, the buffers are looked at) and one run by the leader alone; base and se1 prune
+both blocks at the first scan (``pd_prune_xid`` 0). Then two UPDATEs prune in every engine
+(se2: one copy each) and are HOT: one finds its row of block 0 by TID through another scan
+of the table (an InitPlan's TID range scan; the Tid Scan that changes it never prunes), one
+finds its row of block 1 by its own sequential scan.
 
 Counters of the check's backend only (autovacuum's work on catalogs is not in them).
 """
@@ -219,33 +221,41 @@ def prune(env: EngineEnv, se2: bool) -> str:
     )
 
 
-#: part 4's read-only scans: plan node -> (query, settings forcing that node)
+#: part 4's read-only scans: plan node -> (query, its count, settings forcing that node);
+#: blocks 0 and 1 hold 33 live rows each (34 per block, one moved away)
 NO_INDEX = {"enable_indexscan": "off", "enable_indexonlyscan": "off"}
+SEQ_ONLY = {**NO_INDEX, "enable_bitmapscan": "off", "enable_tidscan": "off"}
+SEQ_SQL = f"SELECT count(*) FROM {PRUNE_TABLE} WHERE pad <> ''"
 TABLE_SCANS = {
-    "Seq Scan": (
-        f"SELECT count(*) FROM {PRUNE_TABLE} WHERE pad <> ''",
-        {**NO_INDEX, "enable_bitmapscan": "off", "enable_tidscan": "off"},
-    ),
+    "Seq Scan": (SEQ_SQL, PRUNE_ROWS, SEQ_ONLY),
     "Bitmap Heap Scan": (
         f"SELECT count(*) FROM {PRUNE_TABLE} WHERE id IN (2, 36)",
+        2,
         {**NO_INDEX, "enable_seqscan": "off"},
     ),
     "Tid Range Scan": (
         f"SELECT count(*) FROM {PRUNE_TABLE} WHERE ctid < '(2,0)'",
+        66,
         {**NO_INDEX, "enable_seqscan": "off", "enable_bitmapscan": "off"},
     ),
 }
-#: a parallel sequential scan by workers only
+#: a parallel sequential scan by workers only (or, with max_parallel_workers = 0, by the
+#: leader alone)
 PARALLEL = {
-    **NO_INDEX,
-    "enable_bitmapscan": "off",
-    "enable_tidscan": "off",
+    **SEQ_ONLY,
     "parallel_setup_cost": "0",
     "parallel_tuple_cost": "0",
     "min_parallel_table_scan_size": "0",
     "max_parallel_workers_per_gather": "2",
     "parallel_leader_participation": "off",
 }
+#: an UPDATE that finds its row through another scan of the same table (a TID range scan of
+#: block 0 in an InitPlan) and changes it by TID (a Tid Scan, which never prunes): a
+#: statement that changes a table prunes in every scan of it, under any range table entry
+BY_TID = (
+    f"UPDATE {PRUNE_TABLE} SET pad = pad WHERE ctid = ANY (ARRAY("
+    f"SELECT ctid FROM {PRUNE_TABLE} WHERE ctid < '(1,0)' AND id = 3)) RETURNING ctid::text"
+)
 
 
 def _set(c: psycopg.Connection[Any], settings: dict[str, str]) -> None:
@@ -255,78 +265,108 @@ def _set(c: psycopg.Connection[Any], settings: dict[str, str]) -> None:
         c.execute(f"SET {k} = '{v}'")
 
 
-def _blocks_01(c: psycopg.Connection[Any]) -> tuple[nvmstats.BufInfo, nvmstats.BufInfo]:
-    return (
-        nvmstats.relation_buffer(c, PRUNE_TABLE, 0),
-        nvmstats.relation_buffer(c, PRUNE_TABLE, 1),
-    )
+def _check_blocks(c: psycopg.Connection[Any], env: EngineEnv, se2: bool, what: str) -> None:
+    """se2: blocks 0 and 1 still redirected and clean (unpruned); base/se1: both pruned
+    (``pd_prune_xid`` 0, which pageinspect may read: their pages are in DRAM)."""
+    for block in (0, 1):
+        b = nvmstats.relation_buffer(c, PRUNE_TABLE, block)
+        if se2 and (not b.redirected or b.dirty):
+            raise CheckFailed(
+                f"se2: {what} copied prunable block {block} to prune it on access; it "
+                f"should stay redirected and clean: {b}"
+            )
+        if not se2:
+            header = c.execute(PAGE_HEADER_SQL, (PRUNE_TABLE, block)).fetchone()
+            if header is None or header[0] != 0:
+                raise CheckFailed(
+                    f"{env.engine}: {what} should have pruned block {block}: (prune_xid, "
+                    f"free) = {header}"
+                )
+
+
+def _parallel(c: psycopg.Connection[Any], workers: bool) -> None:
+    """Run :data:`SEQ_SQL` (under EXPLAIN ANALYZE) as a parallel sequential scan, by workers
+    only or (not ``workers``) by the leader alone, which the plan's ``Workers Launched``
+    must show."""
+    _set(c, PARALLEL if workers else {**PARALLEL, "max_parallel_workers": "0"})
+    _plan(c, SEQ_SQL, "Parallel Seq Scan")
+    rows = c.execute(f"EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) {SEQ_SQL}")
+    plan = "\n".join(r[0] for r in rows.fetchall())
+    launched = "Workers Launched: 0" not in plan and "Workers Launched" in plan
+    if launched != workers:
+        who = "in workers" if workers else "in the leader alone"
+        raise CheckFailed(f"premise: the parallel scan should run {who}: {plan}")
 
 
 def scans(env: EngineEnv, se2: bool) -> str:
-    """Part 4 (patch 0029): read-only table scans -- sequential, bitmap heap, TID range and
-    a parallel sequential scan by workers only -- leave the prunable blocks 0 and 1 read in
-    place unpruned (se2: redirected, clean, ``prunes_deferred`` +2 per scan of the check's
-    backend, no copy); base and se1 prune both at the first scan. Then an UPDATE that finds
-    its row by a sequential scan prunes them in every engine (se2: two copies), so its new
-    version is HOT, in block 0."""
+    """Part 4 (patch 0029): read-only table scans -- sequential, bitmap heap, TID range, and
+    a parallel sequential scan by workers only and by the leader alone -- leave the
+    prunable blocks 0 and 1 read in place unpruned (se2: redirected, clean,
+    ``prunes_deferred`` +2 per scan of the check's backend, no copy) and return the right
+    counts; base and se1 prune both at the first scan. Then an UPDATE that finds its row
+    through another scan of the table and changes it by TID, and one that finds it by its
+    own sequential scan, prune in every engine (se2: one copy each), so their new versions
+    are HOT."""
     with env.server.connect() as c:
         _prunable_table(c)
     env.server.restart()  # blocks 0 and 1 leave the pool: se2's next scan reads in place
 
     with env.server.connect() as c:
         deferred = 0
-        for node, (sql, settings) in TABLE_SCANS.items():
+        for node, (sql, count, settings) in TABLE_SCANS.items():
             _set(c, settings)
             _plan(c, sql, node)
             before = counters.read_counters(c, own=True)
-            if c.execute(sql).fetchone() is None:
-                raise CheckFailed(f"{sql!r} returned nothing")
+            got = c.execute(sql).fetchone()
             d = counters.delta(before, counters.read_counters(c, own=True))
+            if got != (count,):
+                raise CheckFailed(f"{env.engine}: {sql!r} returned {got}, expected {count}")
             # se2: both prunable blocks left as they are; base/se1: never deferred
             _expect(env, f"the {node}", d, DEFERRED_COPIES, (2, 0) if se2 else (0, 0))
             deferred += d["prunes_deferred"]
-            for b in _blocks_01(c):
-                if se2 and (not b.redirected or b.dirty):
-                    raise CheckFailed(
-                        f"se2: the {node} copied a prunable block to prune it on access; "
-                        f"it should stay redirected and clean: {b}"
-                    )
-                if not se2 and (b.redirected or not b.dirty):
-                    raise CheckFailed(
-                        f"{env.engine}: the {node} should have left both blocks pruned (dirty): {b}"
-                    )
+            _check_blocks(c, env, se2, f"the {node}")
 
-        _set(c, PARALLEL)
-        sql = f"SELECT count(*) FROM {PRUNE_TABLE} WHERE pad <> ''"
-        _plan(c, sql, "Parallel Seq Scan")
-        plan = "\n".join(
-            r[0]
-            for r in c.execute(
-                f"EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) {sql}"
-            ).fetchall()
-        )
-        if "Workers Launched: 0" in plan or "Workers Launched" not in plan:
-            raise CheckFailed(f"premise: the parallel scan should run in workers: {plan}")
-        for b in _blocks_01(c):
-            if se2 and (not b.redirected or b.dirty):
-                raise CheckFailed(
-                    "se2: a parallel sequential scan's worker copied a prunable block to "
-                    f"prune it on access; it should stay redirected and clean: {b}"
+        for workers in (True, False):
+            before = counters.read_counters(c, own=True)
+            _parallel(c, workers)
+            d = counters.delta(before, counters.read_counters(c, own=True))
+            who = "workers'" if workers else "leader's"
+            if not workers:  # the leader's own counters see its scan
+                _expect(
+                    env, f"the {who} parallel scan", d, DEFERRED_COPIES, (2, 0) if se2 else (0, 0)
                 )
+                deferred += d["prunes_deferred"]
+            _check_blocks(c, env, se2, f"a parallel sequential scan (the {who})")
 
-        # the UPDATE's own sequential scan is not read-only: it prunes (se2: copies)
-        _set(c, {**NO_INDEX, "enable_bitmapscan": "off", "enable_tidscan": "off"})
-        upd_sql = f"UPDATE {PRUNE_TABLE} SET pad = pad WHERE id = 3 RETURNING ctid::text"
-        _plan(c, upd_sql, "Seq Scan")
-        before = counters.read_counters(c, own=True)
-        upd = c.execute(upd_sql).fetchone()
-        d = counters.delta(before, counters.read_counters(c, own=True))
-        if upd is None or nvmstats.block_of(upd[0]) != 0:
-            raise CheckFailed(
-                f"{env.engine}: the UPDATE of id 3 by a sequential scan put its new version "
-                f"at {upd}: block 0 was not pruned before it"
-            )
-        _expect(env, "the UPDATE's sequential scan", d, DEFERRED_COPIES, (0, 2) if se2 else (0, 0))
+        # statements that change the table prune every scan of it (se2: copy first)
+        for what, sql, nodes, settings, block in (
+            (
+                "found by TID through another scan of the table",
+                BY_TID,
+                ("Tid Range Scan", "Tid Scan on"),
+                {**NO_INDEX, "enable_bitmapscan": "off", "enable_seqscan": "off"},
+                0,
+            ),
+            (
+                "found by its own sequential scan",
+                f"UPDATE {PRUNE_TABLE} SET pad = pad WHERE id = 36 RETURNING ctid::text",
+                ("Seq Scan",),
+                SEQ_ONLY,
+                1,
+            ),
+        ):
+            _set(c, settings)
+            for node in nodes:
+                _plan(c, sql, node)
+            before = counters.read_counters(c, own=True)
+            upd = c.execute(sql).fetchone()
+            d = counters.delta(before, counters.read_counters(c, own=True))
+            if upd is None or nvmstats.block_of(upd[0]) != block:
+                raise CheckFailed(
+                    f"{env.engine}: an UPDATE {what} put its new version at {upd}: block "
+                    f"{block} was not pruned before it (not HOT)"
+                )
+            _expect(env, f"the UPDATE {what}", d, DEFERRED_COPIES, (0, 1) if se2 else (0, 0))
         c.execute("RESET ALL")
         n = c.execute(f"SELECT count(*) FROM {PRUNE_TABLE}").fetchone()
         if n != (PRUNE_ROWS,):
@@ -334,8 +374,8 @@ def scans(env: EngineEnv, se2: bool) -> str:
         c.execute(f"DROP TABLE {PRUNE_TABLE}")
     if se2:
         return (
-            f"scans: seq, bitmap, TID range and a parallel seq scan left blocks 0 and 1 "
-            f"redirected (prunes_deferred+{deferred}); the UPDATE's seq scan copied and "
-            "pruned them (HOT)"
+            "scans: seq, bitmap, TID range and parallel seq scans (workers, leader) left "
+            f"blocks 0 and 1 redirected (prunes_deferred+{deferred}); UPDATEs finding rows "
+            "by TID through another scan and by their own seq scan copied and pruned them (HOT)"
         )
-    return "scans: the first seq scan pruned blocks 0 and 1; the UPDATE by seq scan is HOT"
+    return "scans: the first seq scan pruned blocks 0 and 1; both UPDATEs are HOT"
