@@ -6,7 +6,9 @@ them when it exits or when nvm_prefetch / nvm_prefetch_mapping change (at the ne
 redirected read). Threads inside a PostgreSQL backend must never keep an exiting process
 alive, swallow a signal, or outlive a setting. On a table 4x shared_buffers (a sequential
 scan of it redirects nearly every block, and its ring buffer leaves the table uncached for
-the next scan), ``pgnvm_prefetch()`` is compared with ``/proc/<pid>/task``:
+the next scan -- in configurations without the hybrid pool, whose bulk-read rings keep
+redirected pages: docs/storage-engines.md, H5b), ``pgnvm_prefetch()`` is compared with
+``/proc/<pid>/task``:
 
 * se2 with ``nvm_prefetch = helper`` (the ``se2+helper`` variant), the whole lifecycle:
   - a fresh backend has no helper; point lookups (a nested loop's index scan, rescanned per

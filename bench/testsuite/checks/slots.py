@@ -403,7 +403,7 @@ def _bulk_read(env: EngineEnv, slots: int, descriptors: int) -> str:
             "went round the ring (they hold no DRAM: they should stay)"
         )
     c_pages, c_kept, c_redirected = seen[True]
-    if c_kept > c_pages // 2 or c_redirected != 0:
+    if not 0 < c_kept <= c_pages // 2 or c_redirected != 0:
         raise CheckFailed(
             f"bulk read: a cold sequential scan of {c_pages} pages copied into slots "
             f"(zero_damaged_pages) left {c_kept} of them in buffers ({c_redirected} "
