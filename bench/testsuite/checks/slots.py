@@ -42,7 +42,9 @@ Three probes run first, each on a fresh table or a restart:
   descriptors. The ring recycles what holds DRAM, not what is read in place (patch 0030):
   after the scan all the table's pages but ``BULK_SLACK`` are in buffers, every one
   redirected; after the same scan with ``zero_damaged_pages = on`` (whose reads never
-  redirect: copied into slots) far fewer than its pages are.
+  redirect: copied into slots) far fewer than its pages are. A cold scan of a table of
+  half the descriptors keeps only a quarter of them (stock's bound on one scan), plus
+  its ring (as many pages as the copied scan kept), then reuses redirected elements.
 * ``sizing``: what follows ``shared_buffers`` follows the slots (H8), but the commit log.
   The server is restarted without the hybrid pool (``nvm_buffer_descriptors = 0``: se2 with
   the same ``shared_buffers``), then with :data:`SIZING_DESCRIPTORS` of descriptors (32,768,
@@ -126,6 +128,8 @@ def _clog_autotune(buffers: int) -> int:
 
 BULK = "slots_bulk"  # 2 x slots / 4 pages: bulk read by the slots' threshold
 BULK_SLACK = 8  # pages of it a cold scan may leave out of the pool
+#: the bounded case's table exceeds a quarter of the descriptors by at least this much
+BULK_BOUND_SLACK = 1024
 #: a sequential scan from block 0 (not an index-only scan of the frozen table)
 NO_PAR = (
     "SET max_parallel_workers_per_gather = 0",
@@ -373,16 +377,23 @@ def _bulk_read(env: EngineEnv, slots: int, descriptors: int) -> str:
     """A cold sequential scan of more than slots / 4 pages reads through a bulk-read ring
     (the threshold follows the slots): the pages it reads in place stay in the pool (patch
     0030), the pages it must copy (``zero_damaged_pages`` reads never redirect) go round
-    the ring."""
+    the ring, and a scan of more than a quarter of the descriptors keeps no more than that
+    quarter (plus its ring)."""
     seen = {}
-    for copied in (False, True):
+    for case, rows, copied in (
+        ("kept", slots // 2 * 40, False),
+        ("copied", slots // 2 * 40, True),
+        ("bounded", descriptors // 2 * 40, False),
+    ):
         with env.server.connect() as c:
-            pages = _fill(c, BULK, slots // 2 * 40)
+            pages = _fill(c, BULK, rows)
             try:
-                if not slots // 4 < pages < descriptors // 4:
+                low, high = (slots // 4, descriptors // 4)
+                if case == "bounded":
+                    low, high = (descriptors // 4 + BULK_BOUND_SLACK, descriptors)
+                if not low < pages < high:
                     raise CheckFailed(
-                        f"{BULK} has {pages} pages, not between slots / 4 ({slots // 4}) "
-                        f"and descriptors / 4 ({descriptors // 4})"
+                        f"{BULK} ({case}) has {pages} pages, not between {low} and {high}"
                     )
                 for sql in NO_PAR:
                     c.execute(sql)
@@ -393,8 +404,8 @@ def _bulk_read(env: EngineEnv, slots: int, descriptors: int) -> str:
                 bufs = nvmstats.relation_buffers(c, BULK)
             finally:
                 c.execute(f"DROP TABLE IF EXISTS {BULK}")
-        seen[copied] = (pages, len(bufs), sum(b.redirected for b in bufs))
-    pages, kept, redirected = seen[False]
+        seen[case] = (pages, len(bufs), sum(b.redirected for b in bufs))
+    pages, kept, redirected = seen["kept"]
     # a ring would keep a few dozen of them
     if kept < pages - BULK_SLACK or redirected != kept:
         raise CheckFailed(
@@ -402,16 +413,27 @@ def _bulk_read(env: EngineEnv, slots: int, descriptors: int) -> str:
             f"left {kept} of them in buffers ({redirected} redirected): redirected pages "
             "went round the ring (they hold no DRAM: they should stay)"
         )
-    c_pages, c_kept, c_redirected = seen[True]
+    c_pages, c_kept, c_redirected = seen["copied"]
     if not 0 < c_kept <= c_pages // 2 or c_redirected != 0:
         raise CheckFailed(
             f"bulk read: a cold sequential scan of {c_pages} pages copied into slots "
             f"(zero_damaged_pages) left {c_kept} of them in buffers ({c_redirected} "
             "redirected): no bulk-read ring (threshold from the descriptors)"
         )
+    # the copied scan's pages left in buffers are its ring's
+    b_pages, b_kept, _ = seen["bounded"]
+    bound = descriptors // 4
+    if not bound <= b_kept <= bound + c_kept + BULK_SLACK:
+        raise CheckFailed(
+            f"bulk read: a cold sequential scan of {b_pages} pages (> descriptors / 4 = "
+            f"{bound}) left {b_kept} of them in buffers, not between {bound} and {bound} + "
+            f"its ring ({c_kept}) + {BULK_SLACK}: a ring keeps at most a quarter of the "
+            "descriptors (stock's bound on one scan), then reuses redirected elements"
+        )
     return (
         f"bulk read: {kept} of {pages} pages kept, redirected; copied: {c_kept} of "
-        f"{c_pages} kept (a ring)"
+        f"{c_pages} kept (a ring); {b_kept} of {b_pages} kept (a quarter of "
+        f"{descriptors} descriptors and the ring)"
     )
 
 
