@@ -19,8 +19,8 @@ end of the table. No tuple of block 0 or of the new versions' block has its hint
    After a CHECKPOINT the file's block 0 differs (the change was written back) and the new
    row version is what every scan sees.
 3. on-access pruning by index fetches that only read (patch 0027), and
-4. by sequential, bitmap heap, TID range and parallel sequential scans that only read
-   (patch 0029): :mod:`bench.testsuite.checks.cow_prune`.
+4. by sequential (also rescanned), bitmap heap, TID range and parallel sequential and
+   bitmap heap scans that only read (patch 0029): :mod:`bench.testsuite.checks.cow_prune`.
 """
 
 from __future__ import annotations

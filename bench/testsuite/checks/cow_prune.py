@@ -19,13 +19,14 @@ deferral), so the update, whose TID fetch never prunes, is HOT.
 
 Part 4 (:func:`scans`): the same table made again, a restart, then a sequential, a bitmap
 heap and a TID range scan (plans and counts checked) each leave blocks 0 and 1 redirected
-and clean in se2 (``prunes_deferred`` +2 each, no copy), and so do a parallel sequential
-scan run by workers only (``Workers Launched`` checked; their counters are not the
-backend's, the buffers are looked at) and one run by the leader alone; base and se1 prune
-both blocks at the first scan (``pd_prune_xid`` 0). Then two UPDATEs prune in every engine
-(se2: one copy each) and are HOT: one finds its row of block 0 by TID through another scan
-of the table (an InitPlan's TID range scan; the Tid Scan that changes it never prunes), one
-finds its row of block 1 by its own sequential scan.
+and clean in se2 (``prunes_deferred`` +2 each, no copy), and so do a sequential scan
+rescanned by a SubPlan (+2 per pass), a parallel bitmap heap scan run by workers only, a
+parallel sequential scan run by workers only (``Workers Launched`` checked; their counters
+are not the backend's, the buffers are looked at) and one run by the leader alone; base and
+se1 prune both blocks at the first scan (``pd_prune_xid`` 0). Then two UPDATEs prune in
+every engine (se2: one copy each) and are HOT: one finds its row of block 0 by TID through
+another scan of the table (an InitPlan's TID range scan; the Tid Scan that changes it never
+prunes), one finds its row of block 1 by its own sequential scan.
 
 Counters of the check's backend only (autovacuum's work on catalogs is not in them).
 """
@@ -226,19 +227,24 @@ def prune(env: EngineEnv, se2: bool) -> str:
 NO_INDEX = {"enable_indexscan": "off", "enable_indexonlyscan": "off"}
 SEQ_ONLY = {**NO_INDEX, "enable_bitmapscan": "off", "enable_tidscan": "off"}
 SEQ_SQL = f"SELECT count(*) FROM {PRUNE_TABLE} WHERE pad <> ''"
+BITMAP_SQL = f"SELECT count(*) FROM {PRUNE_TABLE} WHERE id IN (2, 36)"
 TABLE_SCANS = {
     "Seq Scan": (SEQ_SQL, PRUNE_ROWS, SEQ_ONLY),
-    "Bitmap Heap Scan": (
-        f"SELECT count(*) FROM {PRUNE_TABLE} WHERE id IN (2, 36)",
-        2,
-        {**NO_INDEX, "enable_seqscan": "off"},
-    ),
+    "Bitmap Heap Scan": (BITMAP_SQL, 2, {**NO_INDEX, "enable_seqscan": "off"}),
     "Tid Range Scan": (
         f"SELECT count(*) FROM {PRUNE_TABLE} WHERE ctid < '(2,0)'",
         66,
         {**NO_INDEX, "enable_seqscan": "off", "enable_bitmapscan": "off"},
     ),
 }
+#: a sequential scan rescanned (a SubPlan run once per row of its outer query: the scan
+#: keeps its descriptor, heap_rescan() its flags): RESCANS passes over blocks 0 and 1
+RESCANS = 3
+RESCAN_SQL = (
+    f"SELECT sum((SELECT count(*) FROM {PRUNE_TABLE} t WHERE t.id >= v.x)) "
+    f"FROM (VALUES {', '.join(f'({i})' for i in range(1, RESCANS + 1))}) v(x)"
+)
+RESCAN_COUNT = sum(PRUNE_ROWS + 1 - i for i in range(1, RESCANS + 1))
 #: a parallel sequential scan by workers only (or, with max_parallel_workers = 0, by the
 #: leader alone)
 PARALLEL = {
@@ -248,6 +254,15 @@ PARALLEL = {
     "min_parallel_table_scan_size": "0",
     "max_parallel_workers_per_gather": "2",
     "parallel_leader_participation": "off",
+}
+#: and a parallel bitmap heap scan by workers only (each begins its own heap scan; two
+#: rows are too few for the planner to choose one: blocks 0-2)
+PARALLEL_BITMAP_SQL = f"SELECT count(*) FROM {PRUNE_TABLE} WHERE id <= 100"
+PARALLEL_BITMAP = {
+    **PARALLEL,
+    "enable_bitmapscan": "on",
+    "enable_seqscan": "off",
+    "min_parallel_index_scan_size": "0",
 }
 #: an UPDATE that finds its row through another scan of the same table (a TID range scan of
 #: block 0 in an InitPlan) and changes it by TID (a Tid Scan, which never prunes): a
@@ -284,13 +299,16 @@ def _check_blocks(c: psycopg.Connection[Any], env: EngineEnv, se2: bool, what: s
                 )
 
 
-def _parallel(c: psycopg.Connection[Any], workers: bool) -> None:
-    """Run :data:`SEQ_SQL` (under EXPLAIN ANALYZE) as a parallel sequential scan, by workers
-    only or (not ``workers``) by the leader alone, which the plan's ``Workers Launched``
-    must show."""
-    _set(c, PARALLEL if workers else {**PARALLEL, "max_parallel_workers": "0"})
-    _plan(c, SEQ_SQL, "Parallel Seq Scan")
-    rows = c.execute(f"EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) {SEQ_SQL}")
+def _parallel(
+    c: psycopg.Connection[Any], workers: bool, sql: str = SEQ_SQL, node: str = "Parallel Seq Scan"
+) -> None:
+    """Run ``sql`` (under EXPLAIN ANALYZE) as a parallel scan (``node``), by workers only
+    or (not ``workers``) by the leader alone, which the plan's ``Workers Launched`` must
+    show."""
+    settings = PARALLEL_BITMAP if node == "Parallel Bitmap Heap Scan" else PARALLEL
+    _set(c, settings if workers else {**settings, "max_parallel_workers": "0"})
+    _plan(c, sql, node)
+    rows = c.execute(f"EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) {sql}")
     plan = "\n".join(r[0] for r in rows.fetchall())
     launched = "Workers Launched: 0" not in plan and "Workers Launched" in plan
     if launched != workers:
@@ -299,8 +317,9 @@ def _parallel(c: psycopg.Connection[Any], workers: bool) -> None:
 
 
 def scans(env: EngineEnv, se2: bool) -> str:
-    """Part 4 (patch 0029): read-only table scans -- sequential, bitmap heap, TID range, and
-    a parallel sequential scan by workers only and by the leader alone -- leave the
+    """Part 4 (patch 0029): read-only table scans -- sequential, bitmap heap, TID range, a
+    sequential scan rescanned, a parallel bitmap heap scan by workers only, and a parallel
+    sequential scan by workers only and by the leader alone -- leave the
     prunable blocks 0 and 1 read in place unpruned (se2: redirected, clean,
     ``prunes_deferred`` +2 per scan of the check's backend, no copy) and return the right
     counts; base and se1 prune both at the first scan. Then an UPDATE that finds its row
@@ -325,6 +344,23 @@ def scans(env: EngineEnv, se2: bool) -> str:
             _expect(env, f"the {node}", d, DEFERRED_COPIES, (2, 0) if se2 else (0, 0))
             deferred += d["prunes_deferred"]
             _check_blocks(c, env, se2, f"the {node}")
+
+        # rescans keep the scan's read-only flag (heap_rescan() keeps its flags)
+        _set(c, SEQ_ONLY)
+        for node in ("SubPlan", "Seq Scan on"):
+            _plan(c, RESCAN_SQL, node)
+        before = counters.read_counters(c, own=True)
+        got = c.execute(RESCAN_SQL).fetchone()
+        d = counters.delta(before, counters.read_counters(c, own=True))
+        if got != (RESCAN_COUNT,):
+            raise CheckFailed(f"{env.engine}: {RESCAN_SQL!r} returned {got}, not {RESCAN_COUNT}")
+        want = (2 * RESCANS, 0) if se2 else (0, 0)
+        _expect(env, f"a Seq Scan rescanned {RESCANS} times", d, DEFERRED_COPIES, want)
+        deferred += d["prunes_deferred"]
+        _check_blocks(c, env, se2, "a rescanned Seq Scan")
+
+        _parallel(c, True, PARALLEL_BITMAP_SQL, "Parallel Bitmap Heap Scan")
+        _check_blocks(c, env, se2, "a parallel bitmap heap scan (the workers')")
 
         for workers in (True, False):
             before = counters.read_counters(c, own=True)
@@ -374,7 +410,8 @@ def scans(env: EngineEnv, se2: bool) -> str:
         c.execute(f"DROP TABLE {PRUNE_TABLE}")
     if se2:
         return (
-            "scans: seq, bitmap, TID range and parallel seq scans (workers, leader) left "
+            "scans: seq, bitmap, TID range, rescanned seq, parallel seq (workers, leader) "
+            "and parallel bitmap heap (workers) scans left "
             f"blocks 0 and 1 redirected (prunes_deferred+{deferred}); UPDATEs finding rows "
             "by TID through another scan and by their own seq scan copied and pruned them (HOT)"
         )
