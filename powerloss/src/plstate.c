@@ -108,8 +108,9 @@ map_state(PlState *st, const char *shadow, int fd, bool readonly)
 	char		path[PATH_MAX];
 
 	st->map_size = pl_state_size();
-	p = mmap(NULL, st->map_size, readonly ? PROT_READ : PROT_READ | PROT_WRITE,
-			 MAP_SHARED, fd, 0);
+	p = st->sys->sys_mmap(NULL, st->map_size,
+						  readonly ? PROT_READ : PROT_READ | PROT_WRITE,
+						  MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
 		return -1;
 	st->hdr = p;
@@ -117,7 +118,7 @@ map_state(PlState *st, const char *shadow, int fd, bool readonly)
 	st->journal = (char *) p + header_bytes() + slots_bytes();
 	snprintf(st->shadow, sizeof(st->shadow), "%s", shadow);
 	snprintf(path, sizeof(path), "%s/data", shadow);
-	st->shadow_dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	st->shadow_dirfd = st->sys->sys_open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (st->shadow_dirfd < 0)
 		return -1;
 	return 0;
@@ -129,13 +130,15 @@ map_state(PlState *st, const char *shadow, int fd, bool readonly)
  * caller then records the baseline (the tool's init walks the directory).
  */
 int
-pl_state_create(PlState *st, const char *shadow, const char *root)
+pl_state_create(PlState *st, const PlSys *sys, const char *shadow,
+				const char *root)
 {
 	char		path[PATH_MAX];
 	char		real[PATH_MAX];
 	struct stat sb;
 	int			fd;
 
+	st->sys = sys;
 	if (realpath(root, real) == NULL || stat(real, &sb) != 0)
 		return -1;
 	(void) mkdir(shadow, 0700);
@@ -143,43 +146,45 @@ pl_state_create(PlState *st, const char *shadow, const char *root)
 	if (mkdir(path, 0700) != 0 && errno != EEXIST)
 		return -1;
 	snprintf(path, sizeof(path), "%s/state", shadow);
-	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	fd = st->sys->sys_open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -1;
-	if (ftruncate(fd, (off_t) pl_state_size()) != 0 ||
+	if (st->sys->sys_ftruncate(fd, (off_t) pl_state_size()) != 0 ||
 		map_state(st, shadow, fd, false) != 0)
 	{
-		close(fd);
+		st->sys->sys_close(fd);
 		return -1;
 	}
-	close(fd);
+	st->sys->sys_close(fd);
 	memcpy(st->hdr->magic, PL_MAGIC, 8);
 	st->hdr->version = 1;
 	snprintf(st->hdr->root, sizeof(st->hdr->root), "%s", real);
 	st->hdr->root_dev = sb.st_dev;
 	init_mutex(&st->hdr->lock);
-	fd = open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = st->sys->sys_open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	st->hdr->root_slot = (uint32_t) pl_slot_for_fd(st, fd, "", true);
-	close(fd);
+	st->sys->sys_close(fd);
 	return (int) st->hdr->root_slot < 0 ? -1 : 0;
 }
 
 /* pl_state_attach -- map an existing shadow (the preload, materialize) */
 int
-pl_state_attach(PlState *st, const char *shadow, bool readonly)
+pl_state_attach(PlState *st, const PlSys *sys, const char *shadow,
+				bool readonly)
 {
 	char		path[PATH_MAX];
 	int			fd;
 	int			rc;
 
+	st->sys = sys;
 	snprintf(path, sizeof(path), "%s/state", shadow);
-	fd = open(path, (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+	fd = st->sys->sys_open(path, (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	rc = map_state(st, shadow, fd, readonly);
-	close(fd);
+	st->sys->sys_close(fd);
 	if (rc != 0)
 		return -1;
 	if (memcmp(st->hdr->magic, PL_MAGIC, 8) != 0)
@@ -363,7 +368,7 @@ open_data(PlState *st, int slot)
 	char		name[16];
 
 	snprintf(name, sizeof(name), "%d", slot);
-	return openat(st->shadow_dirfd, name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	return st->sys->sys_openat(st->shadow_dirfd, name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 }
 
 /* copy [off, off+len) from rfd to dfd; compare first if `compare` */
@@ -392,7 +397,7 @@ copy_range(PlState *st, int rfd, int dfd, off_t off, off_t len, bool compare)
 		if (!compare || pread(dfd, dbuf, (size_t) got, off) != got ||
 			memcmp(rbuf, dbuf, (size_t) got) != 0)
 		{
-			if (pwrite(dfd, rbuf, (size_t) got, off) != got)
+			if (st->sys->sys_pwrite(dfd, rbuf, (size_t) got, off) != got)
 				return -1;
 			atomic_fetch_add(&st->hdr->bytes_copied, (uint64_t) got);
 		}
@@ -429,7 +434,7 @@ pl_persist_fd(PlState *st, int slot, int fd, bool whole)
 		char		p[64];
 
 		snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
-		rfd = open(p, O_RDONLY | O_CLOEXEC);
+		rfd = st->sys->sys_open(p, O_RDONLY | O_CLOEXEC);
 		if (rfd < 0)
 			return -1;
 	}
@@ -444,7 +449,7 @@ pl_persist_fd(PlState *st, int slot, int fd, bool whole)
 	for (int i = 0; i < PL_DIRTY_WORDS; i++)
 		taken[i] = atomic_load_explicit(&s->dirty[i], memory_order_relaxed) ?
 			atomic_exchange(&s->dirty[i], 0) : 0;
-	if (ftruncate(dfd, sb.st_size) != 0)
+	if (st->sys->sys_ftruncate(dfd, sb.st_size) != 0)
 	{
 		rc = -1;
 		goto done;
@@ -486,10 +491,10 @@ pl_persist_fd(PlState *st, int slot, int fd, bool whole)
 	}
 done:
 	if (dfd >= 0)
-		close(dfd);
+		st->sys->sys_close(dfd);
 	pl_unlock(&s->lock);
 	if (rfd != fd)
-		close(rfd);
+		st->sys->sys_close(rfd);
 	return rc;
 }
 
@@ -514,11 +519,11 @@ pl_persist_mem(PlState *st, int slot, off_t off, const void *src, size_t len)
 	else
 	{
 		if (atomic_load(&s->durable_size) < end &&
-			ftruncate(dfd, (off_t) end) != 0)
+			st->sys->sys_ftruncate(dfd, (off_t) end) != 0)
 			rc = -1;
-		else if (pwrite(dfd, src, len, off) != (ssize_t) len)
+		else if (st->sys->sys_pwrite(dfd, src, len, off) != (ssize_t) len)
 			rc = -1;
-		close(dfd);
+		st->sys->sys_close(dfd);
 	}
 	if (rc == 0)
 	{
@@ -628,12 +633,12 @@ pl_dir_snapshot(PlState *st, int slot, int dirfd)
 
 	buf_add(&b, sizeof(PlRecHdr));
 	pl_lock(&st->hdr->lock);
-	fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = st->sys->sys_openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	d = fd >= 0 ? fdopendir(fd) : NULL;
 	if (d == NULL)
 	{
 		if (fd >= 0)
-			close(fd);
+			st->sys->sys_close(fd);
 		pl_unlock(&st->hdr->lock);
 		free(b.p);
 		return -1;
@@ -755,7 +760,7 @@ pl_persist_all(PlState *st)
 				continue;
 			snprintf(path, sizeof(path), "%s%s%s", st->hdr->root,
 					 s->path[0] ? "/" : "", s->path);
-			fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+			fd = st->sys->sys_open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 			if (fd < 0)
 				continue;
 			if (pl_handle_matches(st, (int) i, fd))
@@ -765,7 +770,7 @@ pl_persist_all(PlState *st)
 				else
 					(void) pl_dir_snapshot(st, (int) i, fd);
 			}
-			close(fd);
+			st->sys->sys_close(fd);
 		}
 	}
 }
@@ -788,7 +793,7 @@ maps_shadow(PlState *st, uint32_t pid)
 	if (realpath(want, state) == NULL)
 		return false;
 	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
-	if ((f = fopen(path, "r")) == NULL)
+	if ((f = st->sys->sys_fopen(path, "r")) == NULL)
 		return false;
 	while (!found && fgets(line, sizeof(line), f) != NULL)
 	{
@@ -801,7 +806,7 @@ maps_shadow(PlState *st, uint32_t pid)
 		len = strlen(line);
 		found = len >= n && strcmp(line + len - n, state) == 0;
 	}
-	fclose(f);
+	st->sys->sys_fclose(f);
 	return found;
 }
 

@@ -16,10 +16,10 @@
  * file system reuses after an unlink gets a new slot.  See README.md for the
  * invariants (who writes what, when) and the model.
  *
- * Everything here is also used by the tool (powerloss init/materialize).  It
- * calls libc by its ordinary names: under the preload those are our wrappers,
- * which pass straight through while a thread is inside the library (their
- * guard), so nothing here is tracked twice.
+ * Everything here is also used by the tool (powerloss init/materialize).  The
+ * calls it makes to read and write the shadow go through the PlSys its user
+ * gives (libc's in the tool, the real functions behind the wrappers in the
+ * preload), so nothing here is tracked as the application's.
  *
  * powerloss/src/plstate.h
  *
@@ -34,6 +34,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -146,8 +147,31 @@ typedef struct PlRecEntry
 	uint16_t	pad2;
 } PlRecEntry;
 
+/*
+ * The calls into the system that the state makes to read and write the
+ * shadow, given by its user at create/attach: the tool passes libc's, the
+ * preload the real functions behind its own wrappers (dlsym(RTLD_NEXT)).  So
+ * the state's own opens, writes and persists of shadow files are never taken
+ * for the application's, whoever links it, and the state depends on no
+ * wrapper.  Calls the preload does not wrap (pread, fstat, readdir, ...) are
+ * made directly.  (The members are not named as libc's functions, so that
+ * nothing reads a call through them as a call of a wrapper.)
+ */
+typedef struct PlSys
+{
+	int			(*sys_open) (const char *, int,...);
+	int			(*sys_openat) (int, const char *, int,...);
+	int			(*sys_close) (int);
+	ssize_t		(*sys_pwrite) (int, const void *, size_t, off_t);
+	int			(*sys_ftruncate) (int, off_t);
+	void	   *(*sys_mmap) (void *, size_t, int, int, int, off_t);
+	FILE	   *(*sys_fopen) (const char *, const char *);
+	int			(*sys_fclose) (FILE *);
+} PlSys;
+
 typedef struct PlState
 {
+	const PlSys *sys;			/* the system calls to use (see PlSys) */
 	PlHeader   *hdr;
 	PlSlot	   *slots;
 	char	   *journal;
@@ -157,8 +181,10 @@ typedef struct PlState
 } PlState;
 
 extern size_t pl_state_size(void);
-extern int	pl_state_create(PlState *st, const char *shadow, const char *root);
-extern int	pl_state_attach(PlState *st, const char *shadow, bool readonly);
+extern int	pl_state_create(PlState *st, const PlSys *sys, const char *shadow,
+							const char *root);
+extern int	pl_state_attach(PlState *st, const PlSys *sys, const char *shadow,
+							bool readonly);
 extern int	pl_slot_for_fd(PlState *st, int fd, const char *relpath, bool create);
 extern void pl_mark_dirty(PlState *st, int slot, off_t off, off_t len);
 extern int	pl_persist_fd(PlState *st, int slot, int fd, bool whole);

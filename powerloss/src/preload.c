@@ -184,6 +184,27 @@ load_reals(void)
 	r_munmap = (__typeof__(r_munmap)) dlsym(RTLD_NEXT, "munmap");
 }
 
+/*
+ * The state's calls into the system (PlSys): the real functions, so that the
+ * shadow's own files never meet the wrappers.
+ */
+static const PlSys *
+real_sys(void)
+{
+	static PlSys sys;
+
+	load_reals();
+	sys.sys_open = r_open;
+	sys.sys_openat = r_openat;
+	sys.sys_close = r_close;
+	sys.sys_pwrite = r_pwrite;
+	sys.sys_ftruncate = r_ftruncate;
+	sys.sys_mmap = r_mmap;
+	sys.sys_fopen = r_fopen;
+	sys.sys_fclose = r_fclose;
+	return &sys;
+}
+
 static const char *kind_names[PL_NKINDS] = {"fsync", "msync", "hook", "dirfsync"};
 
 /*
@@ -201,7 +222,7 @@ pl_init(void)
 	if (shadow == NULL || shadow[0] == '\0')
 		return;
 	inlib++;
-	if (pl_state_attach(&st, shadow, false) != 0)
+	if (pl_state_attach(&st, real_sys(), shadow, false) != 0)
 	{
 		fprintf(stderr, "libpowerloss: cannot attach shadow \"%s\": %s (make it with \"powerloss init\")\n",
 				shadow, strerror(errno));

@@ -48,8 +48,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* the state's calls into the system: libc's (the tool runs without the preload) */
+static const PlSys libc_sys = {
+	.sys_open = open,
+	.sys_openat = openat,
+	.sys_close = close,
+	.sys_pwrite = pwrite,
+	.sys_ftruncate = ftruncate,
+	.sys_mmap = mmap,
+	.sys_fopen = fopen,
+	.sys_fclose = fclose,
+};
 
 static void
 die(const char *what, const char *arg)
@@ -136,7 +149,7 @@ cmd_init(const char *shadow, const char *datadir)
 	int			nfiles = 0;
 	int			ndirs = 0;
 
-	if (pl_state_create(&st, shadow, datadir) != 0)
+	if (pl_state_create(&st, &libc_sys, shadow, datadir) != 0)
 		die("cannot create shadow", shadow);
 	fd = open(st.hdr->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
@@ -446,7 +459,7 @@ cmd_materialize(int argc, char **argv)
 	}
 	if (m.harsh && m.real == NULL)
 		usage();
-	if (pl_state_attach(&m.st, shadow, true) != 0)
+	if (pl_state_attach(&m.st, &libc_sys, shadow, true) != 0)
 		die("cannot attach shadow", shadow);
 	if (m.st.hdr->overflow)
 	{
@@ -473,7 +486,7 @@ cmd_stats(const char *shadow, bool files)
 	PlState		st;
 	static const char *kinds[PL_NKINDS] = {"fsync", "msync", "hook", "dirfsync"};
 
-	if (pl_state_attach(&st, shadow, true) != 0)
+	if (pl_state_attach(&st, &libc_sys, shadow, true) != 0)
 		die("cannot attach shadow", shadow);
 	printf("root %s\nslots %u\nprocesses %u\nfrozen %u\nevents %llu\ncut_at %llu\ncut_pid %u\njournal_bytes %llu\nbytes_copied %llu\nwhole_file_compares %llu\noverflow %u\n",
 		   st.hdr->root, atomic_load(&st.hdr->nslots),
@@ -515,7 +528,7 @@ cmd_cut_wait(const char *shadow, const char *secs)
 	PlState		st;
 	long		ms = (long) (strtod(secs, NULL) * 1000);
 
-	if (pl_state_attach(&st, shadow, false) != 0)
+	if (pl_state_attach(&st, &libc_sys, shadow, false) != 0)
 		die("cannot attach shadow", shadow);
 	for (long t = 0; t <= ms; t += 10)
 	{
@@ -564,7 +577,7 @@ cmd_cut(const char *shadow, const char *arg)
 	PlState		st;
 	uint64_t	n = strtoull(arg + (arg[0] == '+'), NULL, 10);
 
-	if (pl_state_attach(&st, shadow, false) != 0)
+	if (pl_state_attach(&st, &libc_sys, shadow, false) != 0)
 		die("cannot attach shadow", shadow);
 	if (arg[0] == '+')
 		n += atomic_load(&st.hdr->events);
@@ -580,7 +593,7 @@ cmd_freeze(const char *shadow)
 	PlState		st;
 	int			n;
 
-	if (pl_state_attach(&st, shadow, false) != 0)
+	if (pl_state_attach(&st, &libc_sys, shadow, false) != 0)
 		die("cannot attach shadow", shadow);
 	n = pl_freeze(&st, 10);
 	if (n < 0)
@@ -598,7 +611,7 @@ cmd_kill(const char *shadow)
 {
 	PlState		st;
 
-	if (pl_state_attach(&st, shadow, true) != 0)
+	if (pl_state_attach(&st, &libc_sys, shadow, true) != 0)
 		die("cannot attach shadow", shadow);
 	printf("killed: %d processes\n", pl_signal_all(&st, SIGKILL));
 	return 0;
