@@ -184,9 +184,35 @@ load_reals(void)
 	r_munmap = (__typeof__(r_munmap)) dlsym(RTLD_NEXT, "munmap");
 }
 
+static void forget_fd(int fd);
+
+/*
+ * The state's closes: the real ones, but they also forget what the
+ * descriptor table knew of that number, as the wrappers do (an entry left by
+ * a close we did not see, e.g. closedir()'s, must not outlive the number's
+ * reuse by the state).
+ */
+static int
+state_close(int fd)
+{
+	forget_fd(fd);
+	return r_close(fd);
+}
+
+static int
+state_fclose(FILE *f)
+{
+	int			fd = f ? fileno(f) : -1;
+	int			rc = r_fclose(f);
+
+	forget_fd(fd);
+	return rc;
+}
+
 /*
  * The state's calls into the system (PlSys): the real functions, so that the
- * shadow's own files never meet the wrappers.
+ * shadow's own files never meet the wrappers.  A function dlsym() does not
+ * find is fatal, as an unattached shadow is (pl_init()).
  */
 static const PlSys *
 real_sys(void)
@@ -194,14 +220,20 @@ real_sys(void)
 	static PlSys sys;
 
 	load_reals();
+	if (!r_open || !r_openat || !r_close || !r_pwrite || !r_ftruncate ||
+		!r_mmap || !r_fopen || !r_fclose)
+	{
+		fprintf(stderr, "libpowerloss: libc's open, openat, close, pwrite, ftruncate, mmap, fopen or fclose not found (dlsym RTLD_NEXT)\n");
+		abort();
+	}
 	sys.sys_open = r_open;
 	sys.sys_openat = r_openat;
-	sys.sys_close = r_close;
+	sys.sys_close = state_close;
 	sys.sys_pwrite = r_pwrite;
 	sys.sys_ftruncate = r_ftruncate;
 	sys.sys_mmap = r_mmap;
 	sys.sys_fopen = r_fopen;
-	sys.sys_fclose = r_fclose;
+	sys.sys_fclose = state_fclose;
 	return &sys;
 }
 

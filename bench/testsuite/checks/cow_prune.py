@@ -20,10 +20,11 @@ deferral), so the update, whose TID fetch never prunes, is HOT.
 Part 4 (:func:`scans`): the same table made again, a restart, then a sequential, a bitmap
 heap and a TID range scan (plans and counts checked) each leave blocks 0 and 1 redirected
 and clean in se2 (``prunes_deferred`` +2 each, no copy), and so do a sequential scan
-rescanned by a SubPlan (+2 per pass), a parallel bitmap heap scan run by workers only, a
-parallel sequential scan run by workers only (``Workers Launched`` checked; their counters
-are not the backend's, the buffers are looked at) and one run by the leader alone; base and
-se1 prune both blocks at the first scan (``pd_prune_xid`` 0). Then two UPDATEs prune in
+run 3 times by a SubPlan (2 rescans; +2 per pass), a parallel bitmap heap scan run by
+workers only (its leader, which runs none of it, neither defers nor copies), a parallel
+sequential scan run by workers only (``Workers Launched`` checked; their counters are not
+the backend's, the buffers are looked at) and one run by the leader alone; base and se1
+prune both blocks at the first scan (``pd_prune_xid`` 0). Then two UPDATEs prune in
 every engine (se2: one copy each) and are HOT: one finds its row of block 0 by TID through
 another scan of the table (an InitPlan's TID range scan; the Tid Scan that changes it never
 prunes), one finds its row of block 1 by its own sequential scan.
@@ -256,7 +257,7 @@ TABLE_SCANS = (
         1,
     ),
     (
-        f"Seq Scan rescanned {RESCANS} times",
+        f"Seq Scan run {RESCANS} times by a SubPlan ({RESCANS - 1} rescans)",
         RESCAN_SQL,
         sum(PRUNE_ROWS + 1 - i for i in range(1, RESCANS + 1)),
         SEQ_ONLY,
@@ -338,10 +339,10 @@ def _parallel(
 def scans(env: EngineEnv, se2: bool) -> str:
     """Part 4 (patch 0029): read-only table scans -- sequential, bitmap heap, TID range, a
     sequential scan rescanned, a parallel bitmap heap scan by workers only, and a parallel
-    sequential scan by workers only and by the leader alone -- leave the
-    prunable blocks 0 and 1 read in place unpruned (se2: redirected, clean,
-    ``prunes_deferred`` +2 per scan of the check's backend, no copy) and return the right
-    counts; base and se1 prune both at the first scan. Then an UPDATE that finds its row
+    sequential scan by workers only and by the leader alone -- leave the prunable blocks 0
+    and 1 read in place unpruned (se2: redirected, clean, ``prunes_deferred`` +2 per pass
+    over the blocks by the check's backend, no copy) and return the right counts; base and
+    se1 prune both at the first scan. Then an UPDATE that finds its row
     through another scan of the table and changes it by TID, and one that finds it by its
     own sequential scan, prune in every engine (se2: one copy each), so their new versions
     are HOT."""
@@ -367,7 +368,11 @@ def scans(env: EngineEnv, se2: bool) -> str:
             deferred += d["prunes_deferred"]
             _check_blocks(c, env, se2, f"the {what}")
 
+        # parallel_leader_participation = off: the workers build the bitmap and scan
+        before = counters.read_counters(c, own=True)
         _parallel(c, True, PARALLEL_BITMAP_SQL, "Parallel Bitmap Heap Scan")
+        d = counters.delta(before, counters.read_counters(c, own=True))
+        _expect(env, "the parallel bitmap heap scan's leader", d, DEFERRED_COPIES, (0, 0))
         _check_blocks(c, env, se2, "a parallel bitmap heap scan (the workers')")
 
         for workers in (True, False):
