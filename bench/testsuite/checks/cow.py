@@ -20,7 +20,9 @@ end of the table. No tuple of block 0 or of the new versions' block has its hint
    row version is what every scan sees.
 3. on-access pruning by index fetches that only read (patch 0027), and
 4. by sequential (also rescanned), bitmap heap, TID range and parallel sequential and
-   bitmap heap scans that only read (patch 0029): :mod:`bench.testsuite.checks.cow_prune`.
+   bitmap heap scans that only read (patch 0029): :mod:`bench.testsuite.checks.cow_prune`;
+5. VACUUM FULL keeps a row whose UPDATE was rolled back, cold and after a scan that read
+   the table in place (patch 0031: a SnapshotAny scan reads copies).
 """
 
 from __future__ import annotations
@@ -47,7 +49,14 @@ def cow(env: EngineEnv, limit: float) -> str:
     se2 = env.engine == "se2"
     with env.server.temporary(SETTINGS):
         env.server.restart()
-        return "; ".join((_cow(env, se2), cow_prune.prune(env, se2), cow_prune.scans(env, se2)))
+        return "; ".join(
+            (
+                _cow(env, se2),
+                cow_prune.prune(env, se2),
+                cow_prune.scans(env, se2),
+                cow_prune.rewrite(env, se2),
+            )
+        )
 
 
 def _cow(env: EngineEnv, se2: bool) -> str:
