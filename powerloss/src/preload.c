@@ -184,34 +184,12 @@ load_reals(void)
 	r_munmap = (__typeof__(r_munmap)) dlsym(RTLD_NEXT, "munmap");
 }
 
-static void forget_fd(int fd);
-
-/*
- * The state's closes: the real ones, but they also forget what the
- * descriptor table knew of that number, as the wrappers do (an entry left by
- * a close we did not see, e.g. closedir()'s, must not outlive the number's
- * reuse by the state).
- */
-static int
-state_close(int fd)
-{
-	forget_fd(fd);
-	return r_close(fd);
-}
-
-static int
-state_fclose(FILE *f)
-{
-	int			fd = f ? fileno(f) : -1;
-	int			rc = r_fclose(f);
-
-	forget_fd(fd);
-	return rc;
-}
-
 /*
  * The state's calls into the system (PlSys): the real functions, so that the
- * shadow's own files never meet the wrappers.  A function dlsym() does not
+ * shadow's own files are never tracked, but its closes go through our close()
+ * and fclose(), which also forget what the descriptor table knew of that
+ * number (an entry left by a close we did not see, e.g. closedir()'s, must
+ * not outlive the number's reuse by the state).  A function dlsym() does not
  * find is fatal, as an unattached shadow is (pl_init()).
  */
 static const PlSys *
@@ -228,12 +206,12 @@ real_sys(void)
 	}
 	sys.sys_open = r_open;
 	sys.sys_openat = r_openat;
-	sys.sys_close = state_close;
+	sys.sys_close = close;
 	sys.sys_pwrite = r_pwrite;
 	sys.sys_ftruncate = r_ftruncate;
 	sys.sys_mmap = r_mmap;
 	sys.sys_fopen = r_fopen;
-	sys.sys_fclose = state_fclose;
+	sys.sys_fclose = fclose;
 	return &sys;
 }
 
