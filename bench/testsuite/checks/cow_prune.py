@@ -1,4 +1,4 @@
-"""The ``cow`` check's parts 3 and 4 (parts 1 and 2: :mod:`cow`): on-access pruning by an
+"""The ``cow`` check's parts 3 to 5 (parts 1 and 2: :mod:`cow`): on-access pruning by an
 index fetch (patch 0027) or a table scan (patch 0029) that only reads does not copy a page
 se2 reads in place (R9 of docs/storage-engines.md).
 
@@ -29,11 +29,16 @@ every engine (se2: one copy each) and are HOT: one finds its row of block 0 by T
 another scan of the table (an InitPlan's TID range scan; the Tid Scan that changes it never
 prunes), one finds its row of block 1 by its own sequential scan.
 
+Part 5 (:func:`rewrite`, patch 0031): VACUUM FULL and CLUSTER through an index (HOT and
+key-changing variants) keep the live row of an UPDATE that was rolled back, on the cold
+table and after a sequential scan that read it in place.
+
 Counters of the check's backend only (autovacuum's work on catalogs is not in them).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -431,66 +436,123 @@ def scans(env: EngineEnv, se2: bool) -> str:
     return "scans: the first seq scan pruned blocks 0 and 1; both UPDATEs are HOT"
 
 
-#: part 5: a table whose row ABORTED_ID has an aborted update, its dead new version after
-#: the live one in the scan's order (patch 0031)
+#: part 5: a table whose row ABORTED_ID has an aborted update (patch 0031)
 REWRITE_TABLE = "cow_rewrite_t"
-REWRITE_ROWS = 100
 ABORTED_ID = 1
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """One rewrite of part 5: the command, the rows of 500 B the table gets, the rolled-back
+    UPDATE's SET list, and whether its dead version lands on block 0 (the live version's)."""
+
+    command: str
+    what: str
+    rows: int
+    set_list: str
+    same_block: bool
+
+
+#: VACUUM FULL (a sequential scan): 100 rows fill block 0, the aborted version goes to the
+#: last block. CLUSTER through the index (heap fetches): 10 rows leave block 0 with room,
+#: so the update stays on it (HOT, or a new index entry when the key changes) and the
+#: fetches' on-access prune, which would copy the block, finds nothing to do (free space
+#: above a tenth of the page).
+REWRITES = (
+    Rewrite("VACUUM FULL", "VACUUM FULL", 100, "pad = pad", False),
+    Rewrite("CLUSTER VERBOSE", "CLUSTER via the index, HOT update", 10, "pad = pad", True),
+    Rewrite("CLUSTER VERBOSE", "CLUSTER via the index, key changed", 10, "id = 1001", True),
+)
 
 
 def rewrite(env: EngineEnv, se2: bool) -> str:
     """Part 5 (patch 0031): CLUSTER and VACUUM FULL keep a row whose update was rolled back.
-    Their copy (a sequential scan with SnapshotAny) takes a live tuple whose xmax lacks the
-    ``HEAP_XMAX_INVALID`` hint for an updated one and forgets it when it meets the aborted
-    update's dead version; se2 never sets hint bits on a page read in place, so before 0031
-    the row was lost (found by 027_stream_regress: pg_class lost a row under VACUUM FULL
-    pg_class). Each of two rounds makes the table (the rolled-back UPDATE puts its version
-    on the last block), CHECKPOINTs and evicts it, then either runs VACUUM FULL on the cold
-    table (misses) or after a sequential scan that read it in place (se2: redirected hits);
-    the row and the count must survive, in every engine."""
+    Their copy judges each tuple under SnapshotAny with HeapTupleSatisfiesVacuum() and takes
+    a live tuple whose xmax lacks the ``HEAP_XMAX_INVALID`` hint that call sets for an
+    updated one, forgetting it when it meets the aborted update's dead version; se2 never
+    sets hint bits on a page read in place, so the row was lost: by VACUUM FULL's sequential
+    scan before 0031 (found by 027_stream_regress: VACUUM FULL pg_class lost a row) and by
+    CLUSTER's heap fetches through the index before 0031 covered them. Each rewrite of
+    ``REWRITES`` runs twice: on the cold table (misses) and after a sequential scan that read
+    it in place (se2: redirected hits, which the rewrite must copy); the row and the count
+    must survive, in every engine."""
     rounds = []
     with env.server.connect() as c:
         nvmstats.ensure_extensions(c)
-        for warm in (False, True):
-            c.execute(f"DROP TABLE IF EXISTS {REWRITE_TABLE}")
-            c.execute(
-                f"CREATE TABLE {REWRITE_TABLE} (id int, pad text) "
-                "WITH (fillfactor = 100, autovacuum_enabled = off)"
-            )
-            c.execute(
-                f"INSERT INTO {REWRITE_TABLE} SELECT g, repeat('x', 500) "
-                "FROM generate_series(1, %s) g",
-                (REWRITE_ROWS,),
-            )
-            c.execute("BEGIN")
-            moved = c.execute(
-                f"UPDATE {REWRITE_TABLE} SET pad = pad WHERE id = %s RETURNING ctid::text",
-                (ABORTED_ID,),
-            ).fetchone()
-            c.execute("ROLLBACK")
-            if moved is None or nvmstats.block_of(moved[0]) == 0:
-                raise CheckFailed(
-                    f"premise: the rolled-back UPDATE put its version at {moved}, not after "
-                    "block 0 (the live version's)"
-                )
-            c.execute("CHECKPOINT")
-            c.execute(f"SELECT pg_buffercache_evict_relation('{REWRITE_TABLE}')")
-            if warm:
-                c.execute("SET max_parallel_workers_per_gather = 0")
-                c.execute(f"SELECT count(*) FROM {REWRITE_TABLE} WHERE length(pad) > 0")
-                c.execute("RESET max_parallel_workers_per_gather")
-            c.execute(f"VACUUM FULL {REWRITE_TABLE}")
-            got = c.execute(
-                f"SELECT count(*), count(*) FILTER (WHERE id = %s) FROM {REWRITE_TABLE}",
-                (ABORTED_ID,),
-            ).fetchone()
-            what = "after a scan that read it" if warm else "cold"
-            if got != (REWRITE_ROWS, 1):
-                raise CheckFailed(
-                    f"{env.engine}: VACUUM FULL ({what}) of a table whose row {ABORTED_ID} "
-                    f"had a rolled-back UPDATE left (rows, rows with id {ABORTED_ID}) = {got}, "
-                    f"expected ({REWRITE_ROWS}, 1): the live row was lost"
-                )
-            rounds.append(what)
+        messages: list[str] = []
+        c.add_notice_handler(lambda d: messages.append(d.message_primary or ""))
+        for rw in REWRITES:
+            for warm in (False, True):
+                what = f"{rw.what} ({'after a scan that read it' if warm else 'cold'})"
+                _rewrite_round(c, env, se2, rw, warm, what, messages)
+                rounds.append(what)
         c.execute(f"DROP TABLE {REWRITE_TABLE}")
-    return f"rewrite: VACUUM FULL kept the row of a rolled-back UPDATE ({', '.join(rounds)})"
+    return f"rewrite: kept the row of a rolled-back UPDATE: {'; '.join(rounds)}"
+
+
+def _rewrite_round(
+    c: psycopg.Connection[Any],
+    env: EngineEnv,
+    se2: bool,
+    rw: Rewrite,
+    warm: bool,
+    what: str,
+    messages: list[str],
+) -> None:
+    t = REWRITE_TABLE
+    c.execute(f"DROP TABLE IF EXISTS {t}")
+    c.execute(
+        f"CREATE TABLE {t} (id int, pad text) WITH (fillfactor = 100, autovacuum_enabled = off)"
+    )
+    c.execute(
+        f"INSERT INTO {t} SELECT g, repeat('x', 500) FROM generate_series(1, %s) g", (rw.rows,)
+    )
+    c.execute(f"CREATE INDEX {t}_id ON {t} (id)")
+    c.execute("BEGIN")
+    moved = c.execute(
+        f"UPDATE {t} SET {rw.set_list} WHERE id = %s RETURNING ctid::text", (ABORTED_ID,)
+    ).fetchone()
+    c.execute("ROLLBACK")
+    if moved is None or (nvmstats.block_of(moved[0]) == 0) != rw.same_block:
+        raise CheckFailed(
+            f"premise ({what}): the rolled-back UPDATE put its version at {moved}, expected "
+            f"{'on' if rw.same_block else 'after'} block 0 (the live version's)"
+        )
+    c.execute("CHECKPOINT")
+    ev = c.execute(f"SELECT buffers_skipped FROM pg_buffercache_evict_relation('{t}')").fetchone()
+    if ev != (0,) or nvmstats.relation_buffers(c, t):
+        raise CheckFailed(f"premise ({what}): {t} could not be evicted (skipped: {ev})")
+    if warm:
+        _set(c, {})  # no parallel workers: the backend's own scan
+        c.execute(f"SELECT count(*) FROM {t} WHERE length(pad) > 0")
+        c.execute("RESET ALL")
+        bufs = nvmstats.relation_buffers(c, t)
+        if se2 and (not bufs or not all(b.redirected for b in bufs)):
+            raise CheckFailed(
+                f"premise ({what}): the scan left {t}'s blocks {bufs}, expected them redirected"
+            )
+    before = counters.read_counters(c, own=True)
+    messages.clear()
+    if rw.command == "VACUUM FULL":
+        c.execute(f"VACUUM FULL {t}")
+    else:
+        _set(c, {"enable_sort": "off"})
+        c.execute(f"{rw.command} {t} USING {t}_id")
+        c.execute("RESET ALL")
+        if not any("using index scan" in m for m in messages):
+            raise CheckFailed(f"premise ({what}): CLUSTER did not use the index: {messages}")
+    d = counters.delta(before, counters.read_counters(c, own=True))
+    got = c.execute(
+        f"SELECT count(*), count(*) FILTER (WHERE id = %s) FROM {t}", (ABORTED_ID,)
+    ).fetchone()
+    if got != (rw.rows, 1):
+        raise CheckFailed(
+            f"{env.engine}: {what} of a table whose row {ABORTED_ID} had a rolled-back UPDATE "
+            f"left (rows, rows with id {ABORTED_ID}) = {got}, expected ({rw.rows}, 1): the live "
+            "row was lost"
+        )
+    if se2 and warm and d["cow_copies"] < 1:
+        raise CheckFailed(
+            f"{env.engine}: {what} copied none of the redirected blocks it judged "
+            f"(cow_copies +{d['cow_copies']})"
+        )
