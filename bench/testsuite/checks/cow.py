@@ -21,8 +21,9 @@ end of the table. No tuple of block 0 or of the new versions' block has its hint
 3. on-access pruning by index fetches that only read (patch 0027), and
 4. by sequential (also rescanned), bitmap heap, TID range and parallel sequential and
    bitmap heap scans that only read (patch 0029): :mod:`bench.testsuite.checks.cow_prune`;
-5. VACUUM FULL keeps a row whose UPDATE was rolled back, cold and after a scan that read
-   the table in place (patch 0031: a SnapshotAny scan reads copies).
+5. VACUUM FULL and CLUSTER through an index keep a row whose UPDATE was rolled back, cold
+   and after a scan that read the table in place (patch 0031: nothing under SnapshotAny
+   reads in place).
 """
 
 from __future__ import annotations
