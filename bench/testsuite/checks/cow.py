@@ -23,14 +23,17 @@ end of the table. No tuple of block 0 or of the new versions' block has its hint
    bitmap heap scans that only read (patch 0029): :mod:`bench.testsuite.checks.cow_prune`;
 5. VACUUM FULL and CLUSTER through an index keep a row whose UPDATE was rolled back, cold
    and after a scan that read the table in place (patch 0031: nothing under SnapshotAny
-   reads in place).
+   reads in place);
+6. an UPDATE, a DELETE and a ``SELECT ... FOR UPDATE`` that wait for a rolled-back updater
+   of a row on a page read in place find the row (patch 0032):
+   :mod:`bench.testsuite.checks.cow_wait`.
 """
 
 from __future__ import annotations
 
 from bench.core import counters
 from bench.testsuite import nvmstats
-from bench.testsuite.checks import cow_prune
+from bench.testsuite.checks import cow_prune, cow_wait
 from bench.testsuite.checks.cow_prune import INDEX_ONLY
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.model import CheckFailed
@@ -56,6 +59,7 @@ def cow(env: EngineEnv, limit: float) -> str:
                 cow_prune.prune(env, se2),
                 cow_prune.scans(env, se2),
                 cow_prune.rewrite(env, se2),
+                cow_wait.waits(env, se2),
             )
         )
 

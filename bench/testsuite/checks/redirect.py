@@ -37,7 +37,9 @@ restarted (cold buffers). Then, with ``pgnvm_stats`` read before and after:
   shows no redirected buffer with a slot and agreeing maps.
 
 * ``pg_prewarm`` (buffer mode) of half a pool's worth of the evicted table must redirect
-  every block it loads in se2 (patch 0023: prewarming spends no DRAM on page copies).
+  every block it loads in se2 (patch 0023: prewarming spends no DRAM on page copies), and
+  so must ``autoprewarm`` when it brings those blocks back after a restart (the library
+  preloaded for this part only; ``autoprewarm_dump_now()`` writes the list).
 
 * (every engine) B-tree pages in place (patch 0024), :mod:`redirect_btree`: an index-only
   scan redirects the index's pages in se2; scans that kill items (LP_DEAD, under a share
@@ -59,6 +61,7 @@ from __future__ import annotations
 
 import random
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -481,6 +484,71 @@ def _prewarm(engine: str, c: psycopg.Connection[Any], sb: int) -> str:
     return expect_redirects(engine, "pg_prewarm (buffer)", loaded, d, redirected)
 
 
+#: part 4b: autoprewarm loads at start-up what it dumped (pg_prewarm.autoprewarm_interval = 0:
+#: at shutdown only; the check dumps with autoprewarm_dump_now())
+AUTOPREWARM = {
+    "shared_preload_libraries": "pg_prewarm",
+    "pg_prewarm.autoprewarm": "on",
+    "pg_prewarm.autoprewarm_interval": "0",
+}
+AUTOPREWARM_WAIT_S = 60.0
+
+
+def _autoprewarm(env: EngineEnv, sb: int) -> str:
+    """Part 4b (patch 0023): ``autoprewarm`` brings a restarted server back to the pool it
+    dumped; in se2 it redirects the blocks it loads (verified, no copy), and nowhere else.
+    With the library preloaded, ``pg_prewarm`` puts half a pool's worth of the table in the
+    pool, ``autoprewarm_dump_now()`` writes the list, the server restarts, and the blocks of
+    the table that come back must be redirected in se2 (``redirects`` since the start at
+    least that many), none in base/se1. Shown failing with autoprewarm.c's read stream not
+    declared read-only: nothing redirected."""
+    nblocks = sb // nvmstats.BLCKSZ // 2
+    with env.server.temporary(AUTOPREWARM):
+        env.server.restart()
+        with env.server.connect() as c:
+            c.execute(f"SELECT pg_buffercache_evict_relation('{TABLE}')")
+            c.execute(f"SELECT pg_prewarm('{TABLE}', 'buffer', 'main', 0, %s)", (nblocks - 1,))
+            held = len(nvmstats.relation_buffers(c, TABLE))
+            dumped = c.execute("SELECT autoprewarm_dump_now()").fetchone()[0]  # type: ignore[index]
+        if held < nblocks - slack(nblocks) or dumped < held:
+            raise CheckFailed(
+                f"premise: pg_prewarm left {held} of {nblocks} blocks of {TABLE} in the pool, "
+                f"autoprewarm_dump_now() dumped {dumped} blocks"
+            )
+        env.server.restart()
+        with env.server.connect() as c:
+            deadline = time.monotonic() + AUTOPREWARM_WAIT_S
+            while True:
+                bufs = nvmstats.relation_buffers(c, TABLE)
+                busy = c.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE backend_type = "
+                    "'autoprewarm worker'"
+                ).fetchone()[0]  # type: ignore[index]
+                if (len(bufs) >= held - slack(held) and busy == 0) or (time.monotonic() > deadline):
+                    break
+                time.sleep(0.1)
+            if len(bufs) < held - slack(held):
+                raise CheckFailed(
+                    f"autoprewarm brought back {len(bufs)} of the {held} blocks of {TABLE} "
+                    f"within {AUTOPREWARM_WAIT_S:.0f} s"
+                )
+            d = counters.read_counters(c)  # since the start: autoprewarm's work
+            redirected = sum(b.redirected for b in bufs)
+            if env.engine != "se2" and nvmstats.redirected_anywhere(c):
+                raise CheckFailed(
+                    f"{env.engine}: some shared buffer is redirected after autoprewarm"
+                )
+            if env.engine == "se2" and redirected < len(bufs) - slack(len(bufs)):
+                raise CheckFailed(
+                    f"autoprewarm: only {redirected} of the {len(bufs)} blocks of {TABLE} it "
+                    "brought back are redirected (a copy spends DRAM)"
+                )
+            # since the start: other processes' redirects (catalog scans) count too
+            out = expect_redirects(env.engine, "autoprewarm", len(bufs), d, redirected)
+    env.server.restart()  # the library goes
+    return out
+
+
 def _no_slot_when_redirected(c: psycopg.Connection[Any], redirected: int) -> str:
     """se2's hybrid pool after the index scan: redirected buffers hold no slot (H1), the
     slot maps agree, and the slots in use stay within the budget (``pgnvm_pool()``)."""
@@ -604,6 +672,8 @@ def redirect(env: EngineEnv, limit: float) -> str:
         c.execute("RESET ALL")
         notes.append(_prewarm(env.engine, c, sb))
         notes.append(_aio_debug_messages(env, c, id_array))
+    notes.append(_autoprewarm(env, sb))
+    with env.server.connect() as c:
         c.execute(f"DROP TABLE {TABLE}")
     if env.engine == "se2":
         notes.append(_kept_views(env))

@@ -174,6 +174,7 @@ extern void NvmBufferUnpinView(Buffer buffer, int32 map);
 extern void NvmBufferCow(Buffer buffer);
 extern bool NvmBufferConditionalCow(Buffer buffer);
 extern bool NvmBufferIsRedirected(Buffer buffer);
+extern bool NvmPointerInMapping(const void *ptr);
 extern bool NvmSkipHintInMapping(const void *ptr);
 
 /* completion of a read whose blocks the storage manager left in place */

@@ -222,19 +222,30 @@ NvmBufferIsRedirected(Buffer buffer)
 }
 
 /*
- * NvmSkipHintInMapping -- does ptr, a pointer into the page of a *shared*
- * buffer, point into a relation file mapping rather than into the buffer
- * pool?  Then the hint bit the caller wanted to set there is skipped, and
- * counted: a pointer into a redirected page must never be written through.
- * (Local buffers live elsewhere: callers check BufferIsLocal() first.)
+ * NvmPointerInMapping -- does ptr, a pointer into the page of a *shared*
+ * buffer, point into a relation file mapping (a page read in place) rather
+ * than into the buffer pool's slots?  Always false unless se2 is on.  No
+ * side effect: also for assertions.  (Local buffers live elsewhere: callers
+ * check BufferIsLocal() first.)
+ */
+bool
+NvmPointerInMapping(const void *ptr)
+{
+	const char *p = (const char *) ptr;
+
+	return NvmSe2Active() &&
+		!(p >= BufferBlocks && p < BufferBlocks + (Size) NvmNSlots * BLCKSZ);
+}
+
+/*
+ * NvmSkipHintInMapping -- NvmPointerInMapping(), and if so count the hint
+ * bit the caller wanted to set there as skipped: a pointer into a
+ * redirected page must never be written through.
  */
 bool
 NvmSkipHintInMapping(const void *ptr)
 {
-	const char *p = (const char *) ptr;
-
-	if (!NvmSe2Active() ||
-		(p >= BufferBlocks && p < BufferBlocks + (Size) NvmNSlots * BLCKSZ))
+	if (!NvmPointerInMapping(ptr))
 		return false;
 	MyNvmStats->hints_skipped++;
 	return true;
