@@ -152,7 +152,7 @@ ALL_NAMES: tuple[str, ...] = (
 #: (:data:`bench.testsuite.settings.QUICK_CONFIGS`).
 NOT_QUICK: dict[str, str] = {
     "isolation": "concurrency of the server's own locking: ~25 s per configuration",
-    "stress": "concurrent writers and readers for ~60 s per configuration",
+    "stress": "concurrent writers and readers for ~1-3 min per configuration",
     "tap_recovery": "replication and recovery: ~2 min per configuration",
     "prefetch": "libnvmprefetch's own tests (no server): make -C prefetch test",
     "storagebench": "the storage microbenchmark's own tests (no server)",
