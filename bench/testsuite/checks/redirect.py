@@ -497,8 +497,8 @@ AUTOPREWARM_WAIT_S = 60.0
 def _autoprewarm(env: EngineEnv, sb: int) -> str:
     """Part 4b (patch 0023): ``autoprewarm`` brings a restarted server back to the pool it
     dumped; in se2 it redirects the blocks it loads (verified, no copy), and nowhere else.
-    With the library preloaded, ``pg_prewarm`` puts half a pool's worth of the table in the
-    pool, ``autoprewarm_dump_now()`` writes the list, the server restarts, and the blocks of
+    With the library preloaded, :func:`_prewarm` puts half a pool's worth of the table in
+    the pool, ``autoprewarm_dump_now()`` writes the list, the server restarts, and the blocks of
     the table that come back must be redirected in se2 (``redirects`` since the start at
     least that many), none in base/se1. Shown failing with autoprewarm.c's read stream not
     declared read-only: nothing redirected."""
@@ -506,8 +506,7 @@ def _autoprewarm(env: EngineEnv, sb: int) -> str:
     with env.server.temporary(AUTOPREWARM):
         env.server.restart()
         with env.server.connect() as c:
-            c.execute(f"SELECT pg_buffercache_evict_relation('{TABLE}')")
-            c.execute(f"SELECT pg_prewarm('{TABLE}', 'buffer', 'main', 0, %s)", (nblocks - 1,))
+            _prewarm(env.engine, c, sb)  # part 4 again, now with the library loaded
             held = len(nvmstats.relation_buffers(c, TABLE))
             dumped = c.execute("SELECT autoprewarm_dump_now()").fetchone()[0]  # type: ignore[index]
         if held < nblocks - slack(nblocks) or dumped < held:
