@@ -193,7 +193,7 @@ def test_which_configurations_run_in_which_mode() -> None:
             assert name in job.excluded, (name, memory)
         assert ("nvm_se2_slots" in job.excluded) == memory
     why = settings.not_for_mode(configs.BY_NAME["nvm_se2_slots"], True)
-    assert why and "shared_buffers = 16MB" in why and "nvm_buffer_descriptors = 64MB" in why
+    assert why and "shared_buffers = 16MB" in why and "nvm_buffer_descriptors = 256MB" in why
     assert settings.not_for_mode(configs.BY_NAME["nvm_se2_hybrid"], True) is None
     # the workloads experiment alone runs nvm_se2_slots with its own pool
     o = _opts("--configs", "nvm_se2_slots", "--memory-ratios", "none")

@@ -160,10 +160,10 @@ CONFIGS: tuple[Config, ...] = (
         "se2",
         "nvm",
         "SE2 with the hybrid pool: 16 MB of DRAM slots for copied pages (shared_buffers) and "
-        "4x as many buffer descriptors (nvm_buffer_descriptors = 64MB), so that redirected "
+        "16x as many buffer descriptors (nvm_buffer_descriptors = 256MB), so that redirected "
         "buffers take no DRAM and copies are demoted or evicted under DRAM pressure (the "
         "test configuration of issue 22's design)",
-        {**_WORKER, "nvm_buffer_descriptors": "64MB"},
+        {**_WORKER, "nvm_buffer_descriptors": "256MB"},
         shared_buffers="16MB",
     ),
     Config(

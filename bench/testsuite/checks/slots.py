@@ -2,7 +2,7 @@
 pages within the budget under a write-heavy run, gives none to redirected buffers, and
 loses none; base and se1 refuse the setting.
 
-In a configuration with the hybrid pool (``nvm_se2_slots``: 16 MB of slots, 4x as many
+In a configuration with the hybrid pool (``nvm_se2_slots``: 16 MB of slots, 16x as many
 descriptors), a table ~3x the slots is loaded and VACUUMed, then :data:`WRITERS` clients
 update rows chosen at random (seeded; each writer its own rows; every batch touches
 hundreds of pages, each first copied into a slot: copy-on-write under DRAM pressure),
