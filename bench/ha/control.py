@@ -428,7 +428,13 @@ class HaCluster:
 
     def wait_healthy(self, timeout: float = NODE_START_TIMEOUT, nodes: int = MEMBERS) -> str:
         """Until there is a running leader and ``nodes`` - 1 replicas stream from it, one of
-        them synchronous; returns the leader. HaError naming the logs of the nodes not there."""
+        them synchronous; returns the leader. HaError naming the logs of the nodes not there.
+
+        A replica streams from the leader when it receives the leader's timeline (Patroni's
+        ``timeline`` of a replica is its WAL receiver's): an old primary that must be
+        rewound is first started as a standby and fetches the old timeline from the new
+        primary up to the fork, ``streaming`` in Patroni's view too, until Patroni stops it
+        for pg_rewind."""
         deadline = time.monotonic() + timeout
         members: list[dict[str, Any]] = []
         while time.monotonic() < deadline:
@@ -436,10 +442,13 @@ class HaCluster:
             leader = [
                 m for m in members if m.get("role") == "leader" and m.get("state") == "running"
             ]
+            tli = leader[0].get("timeline") if leader else None
             streaming = [
                 m
                 for m in members
-                if m.get("role") in ("replica", "sync_standby") and m.get("state") == "streaming"
+                if m.get("role") in ("replica", "sync_standby")
+                and m.get("state") == "streaming"
+                and m.get("timeline") in (None, tli)
             ]
             sync = [m for m in streaming if m.get("role") == "sync_standby"]
             if (
@@ -457,13 +466,25 @@ class HaCluster:
                         + ui.tail(self.patroni_log(i), 15)
                     )
             time.sleep(0.5)
-        there = {str(m.get("name")): f"{m.get('role')}/{m.get('state')}" for m in members}
+        there = {str(m.get("name")): m for m in members}
+        tli = next((m.get("timeline") for m in members if m.get("role") == "leader"), None)
         good = ("leader/running", "replica/streaming", "sync_standby/streaming")
+
+        def bad(m: dict[str, Any] | None) -> str | None:
+            """What is wrong with a member (None: nothing)."""
+            if m is None:
+                return "not in the cluster"
+            said = f"{m.get('role')}/{m.get('state')}"
+            if said not in good:
+                return said
+            if m.get("timeline") not in (None, tli):
+                return f"{said} on timeline {m.get('timeline')}, the leader's {tli}"
+            return None
+
         lines = [
-            f"{n}: {there.get(n, 'not in the cluster')}; "
-            f"logs {self.patroni_log(i)}, {self.postgres_log(i)}"
+            f"{n}: {why}; logs {self.patroni_log(i)}, {self.postgres_log(i)}"
             for i, n in enumerate(self.spec.node_names())
-            if i < nodes and there.get(n) not in good
+            if i < nodes and (why := bad(there.get(n)))
         ]
         if not lines and self.needs_sync:
             lines = ["no synchronous standby (synchronous_mode)"]

@@ -99,3 +99,22 @@ def test_waiting_for_the_first_nodes_ignores_a_later_nodes_stale_pid(
     assert ha.wait_healthy(timeout=5, nodes=1) == "node1"
     with pytest.raises(HaError, match="node2's Patroni exited"):
         ha.wait_healthy(timeout=2, nodes=2)
+
+
+def test_a_replica_streaming_an_older_timeline_is_not_healthy(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An old primary started as a standby before its pg_rewind fetches timeline 1 from the
+    new primary (timeline 2): ``streaming`` in Patroni's view, but not following it."""
+    ha = control.HaCluster(control.new_spec("t", "nvm_se2", "release", None, port_start=6700))
+    ha.pids = {}
+    view = [
+        {"name": "node2", "role": "leader", "state": "running", "timeline": 2},
+        {"name": "node3", "role": "sync_standby", "state": "streaming", "timeline": 2},
+        {"name": "node1", "role": "replica", "state": "streaming", "timeline": 1},
+    ]
+    monkeypatch.setattr(ha, "members", lambda: view)
+    with pytest.raises(HaError, match=r"node1: replica/streaming on timeline 1, the leader.s 2"):
+        ha.wait_healthy(timeout=1)
+    view[2]["timeline"] = 2  # rewound, following
+    assert ha.wait_healthy(timeout=1) == "node2"

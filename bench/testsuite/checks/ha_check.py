@@ -16,8 +16,13 @@ primary, then after a seeded delay (1.5-3 s) a fault:
 After each: a new primary within the limit of the fault (:func:`limit_of`), the first commit
 on it timed (from the fault), every acknowledged id on it, the old primary back as a
 streaming replica (whether Patroni ran pg_rewind is counted from its log), every replica
-caught up with the primary, and on every node the acknowledged ids, ``pg_amcheck`` clean
-(replicas: the checks a server in recovery can run) and TPC-B's balances consistent.
+caught up with the primary (streaming from it, in the primary's own view, and replayed up
+to its position), and on every node the acknowledged ids, ``pg_amcheck`` clean (replicas:
+the checks a server in recovery can run) and TPC-B's balances consistent. A node that stops
+answering during those checks (Patroni restarting or demoting it) is noted in the round's
+line and the checks run again once. At the end no node's server log may show a crash
+(PANIC, a server process killed by a signal: the faults kill postmasters, never a backend).
+A failure keeps copies of every node's logs in the run's results (``ha/``).
 
 Broken setups, to see the check fail (``PGNVM_HA_BREAK``, not for CI): ``async``
 (synchronous_mode off, Patroni allowed any lag, and the standbys' WAL receivers frozen for
@@ -32,6 +37,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import signal
 import threading
 import time
@@ -46,6 +52,7 @@ from bench.core import build, configs, osuser, procfs
 from bench.core.cluster import datadir_processes
 from bench.ha.control import HaCluster, new_spec
 from bench.ha.spec import MEMBERS, TIMING, HaError
+from bench.testsuite import errmatch
 from bench.testsuite.acks import AckLog, verify_acks
 from bench.testsuite.context import RunState
 from bench.testsuite.model import CheckFailed
@@ -73,6 +80,7 @@ CLIENTS = 2
 YCSB_ROWS = 2_000
 ROUNDS: tuple[str, ...] = ("kill",) * 5 + ("node+etcd", "switchover")
 LOAD_FOR = (1.5, 3.0)  # seconds of load before the fault
+CATCH_UP_S = 60.0  # seconds for the replicas to stream from the new primary and replay
 ROUND_ID_STRIDE = 1_000_000_000
 #: what pg_amcheck can check on a server in recovery (no ShareLock: no --parent-check and
 #: what implies it; no --install-missing: read-only, amcheck comes from the primary)
@@ -113,7 +121,8 @@ class Round:
     to_commit: float = 0.0
     acked: int = 0
     rewound: bool = False
-    rejoin: float = 0.0  # seconds from the new primary's first commit to 3 healthy nodes
+    rejoin: float = 0.0  # seconds from the new primary's first commit to every replica
+    # streaming from it and replayed up to its position
     checks: float = 0.0  # seconds of the checks on every node
     notes: list[str] = field(default_factory=list)
 
@@ -122,7 +131,7 @@ class Round:
             f"r{self.n} {self.fault}/{self.workload}: {self.old}->{self.new} primary "
             f"{self.to_primary:.1f}s, first commit {self.to_commit:.1f}s, {self.acked} acked"
             f"{', rewound' if self.rewound else ''}, rejoined {self.rejoin:.1f}s, "
-            f"checked {self.checks:.1f}s"
+            f"checked {self.checks:.1f}s" + "".join(f" (noted: {x})" for x in self.notes)
         )
 
 
@@ -169,49 +178,148 @@ def _first_commit(ha: HaCluster, old: str, t0: float, limit: float) -> tuple[str
         raise CheckFailed(f"{e} (limit of this fault: {limit:.0f}s)") from None
 
 
-def _caught_up(ha: HaCluster, leader: int) -> None:
-    """Every replica has replayed what the primary had written when asked."""
+def _walsenders(ha: HaCluster, leader: int) -> dict[str, str]:
+    """The primary's WAL senders: standby name (Patroni's ``application_name``) -> state."""
     with Node(ha, leader).connect() as c:
-        lsn = c.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
-    for i in range(MEMBERS):
-        if i == leader:
-            continue
+        rows = c.execute("SELECT application_name, state FROM pg_stat_replication").fetchall()
+    return {str(r[0]): str(r[1]) for r in rows}
 
-        def replayed(i: int = i) -> bool:
-            with contextlib.suppress(psycopg.Error), Node(ha, i).connect() as c:
-                row = c.execute(
-                    "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (str(lsn),)
-                ).fetchone()
-                return bool(row and row[0])
-            return False
 
+def _replica(ha: HaCluster, i: int, lsn: str) -> tuple[str, int, bool] | None:
+    """Node ``i``'s WAL receiver: (status, timeline it receives, replayed up to ``lsn``);
+    None when it does not answer or has no WAL receiver."""
+    with contextlib.suppress(psycopg.Error), Node(ha, i).connect() as c:
+        row = c.execute(
+            "SELECT status, received_tli, pg_last_wal_replay_lsn() >= %s::pg_lsn"
+            " FROM pg_stat_wal_receiver",
+            (lsn,),
+        ).fetchone()
+        if row and row[0] is not None:
+            return str(row[0]), int(row[1] or 0), bool(row[2])
+    return None
+
+
+def _position(ha: HaCluster, leader: int) -> tuple[str, int]:
+    """The primary's WAL position and its timeline (the first 8 digits of its WAL file)."""
+    with Node(ha, leader).connect() as c:
+        lsn, walfile = c.execute(
+            "SELECT pg_current_wal_lsn(), pg_walfile_name(pg_current_wal_lsn())"
+        ).fetchone()
+    return str(lsn), int(str(walfile)[:8], 16)
+
+
+def _caught_up(ha: HaCluster, leader: int) -> None:
+    """Every replica streams from the primary on the primary's timeline and has replayed
+    what the primary had written when asked.
+
+    Neither Patroni's ``streaming`` nor a replay position alone says so: an old primary is
+    started as a standby before Patroni finds it must be rewound; its WAL receiver then
+    fetches the old timeline from the new primary up to the fork (``streaming``, in both
+    servers' views) while its replay position, on the old timeline, is past the new
+    primary's. Checked then, it is stopped for pg_rewind under the checks (a CI run's
+    ``connection refused`` in round 1, 2026-11-28; a rewind logged after the next round's
+    fault in a run of the check before this rule). The timeline it receives tells."""
+    lsn, tli = _position(ha, leader)
+    others = [i for i in range(MEMBERS) if i != leader]
+    seen: dict[str, str] = {}
+    state: dict[int, tuple[str, int, bool] | None] = {}
+
+    def streaming() -> bool:
+        nonlocal seen
+        with contextlib.suppress(psycopg.Error):
+            seen = _walsenders(ha, leader)
+        return all(seen.get(f"node{i + 1}") == "streaming" for i in others)
+
+    def replayed(i: int) -> bool:
+        state[i] = _replica(ha, i, lsn)
+        return state[i] == ("streaming", tli, True)
+
+    try:
+        _wait(f"every replica streaming from node{leader + 1}", CATCH_UP_S, streaming)
+        for i in others:
+            _wait(
+                f"node{i + 1} streaming timeline {tli} and replaying up to the primary's {lsn}",
+                CATCH_UP_S,
+                lambda i=i: replayed(i),
+            )
+    except CheckFailed as e:
+        got = ", ".join(f"node{i + 1} (status, timeline, replayed) {v}" for i, v in state.items())
+        raise CheckFailed(
+            f"{e}: the primary's WAL senders {seen or 'none'}; {got or 'no replica asked'}; "
+            f"Patroni: {_members(ha)}"
+        ) from None
+
+
+def _members(ha: HaCluster) -> str:
+    """Patroni's view, one item per node (for a failure's message)."""
+    return ", ".join(
+        f"{m.get('name')} {m.get('role')}/{m.get('state')} timeline {m.get('timeline')}"
+        for m in ha.members()
+    )
+
+
+def _check_node(
+    ha: HaCluster, i: int, primary: bool, acked: list[int], sent: int, work: Path
+) -> None:
+    """Node ``i``: every acknowledged id there, TPC-B consistent, pg_amcheck clean."""
+    node = Node(ha, i)
+    with node.connect(DB) as c:
+        present = [r[0] for r in c.execute("SELECT id FROM acks").fetchall()]
+    v = verify_acks(acked, present, ROUND_ID_STRIDE, sent)
+    if not v.ok:
+        raise CheckFailed(f"node{i + 1}: {v.describe()}")
+    tpcb_consistency(node, DB, SCALE, need_history=False)  # type: ignore[arg-type]
+    opts = AMCHECK_OPTS if primary else REPLICA_AMCHECK
+    log = work / f"ha-amcheck-node{i + 1}.log"
+    rc, out = _run([_bin("pg_amcheck"), *opts, "-d", DB], node.client_env(), log, 300)
+    if rc != 0 or findings(out):
+        raise CheckFailed(f"pg_amcheck on node{i + 1} exited {rc}:\n{out[-3000:]}", [str(log)])
+
+
+def _check_nodes(
+    ha: HaCluster, leader: int, acked: list[int], sent: int, work: Path, notes: list[str]
+) -> int:
+    """Every node checked (:func:`_check_node`) once the replicas caught up; returns the
+    leader. A node that stops answering during the checks (Patroni restarted or demoted it:
+    a crash would be in its log, :func:`_crashes`) is noted and the checks run once more on
+    the cluster Patroni makes healthy again; a second time fails."""
+    for attempt in (1, 2):
+        _caught_up(ha, leader)
         try:
-            _wait(f"node{i + 1} replaying up to the primary's {lsn}", 60, replayed)
-        except CheckFailed as e:
-            m = {str(x.get("name")): x for x in ha.members()}.get(f"node{i + 1}", {})
-            raise CheckFailed(
-                f"{e}: it did not rejoin (Patroni: {m.get('role')}/{m.get('state')}, "
-                f"timeline {m.get('timeline')}, lag {m.get('lag')}); logs "
-                f"{ha.patroni_log(i)}, {ha.postgres_log(i)}"
-            ) from None
+            for i in range(MEMBERS):
+                _check_node(ha, i, i == leader, acked, sent, work)
+            return leader
+        except psycopg.OperationalError as e:
+            what = f"{str(e).splitlines()[0]} during the checks (Patroni: {_members(ha)})"
+            if attempt == 2:
+                raise CheckFailed(f"again: {what}; before: {'; '.join(notes)}") from None
+            notes.append(what)
+            leader = ha.index(ha.wait_healthy(timeout=120))
+    raise AssertionError("unreachable")
 
 
-def _check_nodes(ha: HaCluster, leader: int, acked: list[int], sent: int, work: Path) -> str:
-    _caught_up(ha, leader)
+def _crashes(ha: HaCluster) -> list[str]:
+    """Crash lines (PANIC, a process killed by a signal, a TRAP) in any node's server log:
+    the faults kill postmasters and Patroni, never a server process."""
+    out = []
     for i in range(MEMBERS):
-        node = Node(ha, i)
-        with node.connect(DB) as c:
-            present = [r[0] for r in c.execute("SELECT id FROM acks").fetchall()]
-        v = verify_acks(acked, present, ROUND_ID_STRIDE, sent)
-        if not v.ok:
-            raise CheckFailed(f"node{i + 1}: {v.describe()}")
-        tpcb_consistency(node, DB, SCALE, need_history=False)  # type: ignore[arg-type]
-        opts = AMCHECK_OPTS if i == leader else REPLICA_AMCHECK
-        log = work / f"ha-amcheck-node{i + 1}.log"
-        rc, out = _run([_bin("pg_amcheck"), *opts, "-d", DB], node.client_env(), log, 300)
-        if rc != 0 or findings(out):
-            raise CheckFailed(f"pg_amcheck on node{i + 1} exited {rc}:\n{out[-3000:]}", [str(log)])
-    return "ok"
+        with contextlib.suppress(OSError):
+            text = ha.postgres_log(i).read_text(errors="replace")
+            out += [f"node{i + 1}: {x}" for x in errmatch.log_problems(text)]
+    return out
+
+
+def _keep_logs(ha: HaCluster, dest: Path) -> list[str]:
+    """Copies of every node's Patroni and server log (a failed run purges the cluster)."""
+    kept = []
+    dest.mkdir(parents=True, exist_ok=True)
+    for i in range(MEMBERS):
+        for log in (ha.patroni_log(i), ha.postgres_log(i)):
+            with contextlib.suppress(OSError):
+                to = dest / f"node{i + 1}-{log.name}"
+                shutil.copyfile(log, to)
+                kept.append(str(to))
+    return kept
 
 
 def _load(ha: HaCluster, leader: int, workload: str, work: Path, n: int) -> Background:
@@ -365,16 +473,24 @@ def ha_check(run: RunState, limit: float) -> str:
             if fault == "node+etcd":
                 ha.start_etcd(n % MEMBERS)
                 ha.start_node(leader)
-            ha.wait_healthy(timeout=120)  # the old primary back, streaming
+            ha.wait_healthy(timeout=120)  # Patroni's view: the old primary back, streaming
+            _caught_up(ha, ha.index(r.new))  # the primary's view (after any pg_rewind)
             r.rewound = _rewinds(ha, leader) > rewinds
             leader = ha.index(r.new)
             t2 = time.monotonic()
-            _check_nodes(ha, leader, all_acked, (n + 1) * ROUND_ID_STRIDE, work)
+            leader = _check_nodes(ha, leader, all_acked, (n + 1) * ROUND_ID_STRIDE, work, r.notes)
             r.rejoin, r.checks = t2 - t1, time.monotonic() - t2
             rounds.append(r)
-    except CheckFailed as e:
+        crashes = _crashes(ha)
+        if crashes:
+            raise CheckFailed("a server crashed: " + " | ".join(crashes[:5]))
+    except (CheckFailed, HaError, psycopg.Error) as e:
         done = "; ".join(x.line() for x in rounds)
-        raise CheckFailed(f"{e} (rounds done: {done or 'none'}; logs: {ha.dir})") from None
+        kept = _keep_logs(ha, run.results_dir / "ha")
+        crashed = "".join(f"\n{x}" for x in _crashes(ha)[:5])
+        raise CheckFailed(
+            f"{e} (rounds done: {done or 'none'}; logs: {run.results_dir / 'ha'}){crashed}", kept
+        ) from None
     finally:
         ha.down()
         if not run.keep:
