@@ -91,6 +91,11 @@ def reserved_ports(except_name: str | None = None) -> set[int]:
     return out
 
 
+def _on_timeline(member: dict[str, Any], tli: Any) -> bool:
+    """Whether a member is on the leader's timeline ``tli`` (either not reported: yes)."""
+    return tli is None or member.get("timeline") in (None, tli)
+
+
 class HaCluster:
     def __init__(self, spec: HaSpec) -> None:
         self.spec = spec
@@ -448,7 +453,7 @@ class HaCluster:
                 for m in members
                 if m.get("role") in ("replica", "sync_standby")
                 and m.get("state") == "streaming"
-                and m.get("timeline") in (None, tli)
+                and _on_timeline(m, tli)
             ]
             sync = [m for m in streaming if m.get("role") == "sync_standby"]
             if (
@@ -477,7 +482,7 @@ class HaCluster:
             said = f"{m.get('role')}/{m.get('state')}"
             if said not in good:
                 return said
-            if m.get("timeline") not in (None, tli):
+            if not _on_timeline(m, tli):
                 return f"{said} on timeline {m.get('timeline')}, the leader's {tli}"
             return None
 
