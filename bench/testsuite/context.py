@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -281,6 +282,36 @@ class EngineEnv:
             with contextlib.suppress(Exception):
                 self.server.cluster.destroy()
             shutil.rmtree(self.workdir, ignore_errors=True)
+
+    # ---- other writers
+
+    @contextlib.contextmanager
+    def writers_quiet(self, c: psycopg.Connection[Any]) -> Iterator[None]:
+        """For the block, no other process of the server writes relation files: autovacuum
+        off (reloaded; its running workers are terminated, and the launcher starts no new
+        one while it is off), then a CHECKPOINT, so the background writer and the
+        checkpointer find nothing dirty. For checks whose subject any write anywhere in the
+        server cancels: se2's helper verdicts (docs/storage-engines.md, V3) are not used
+        when a write started after their job was enqueued, and after regress and isolation
+        autovacuum writes through its ring for minutes. ``c``: the check's connection (its
+        own writes are the check's business). Autovacuum is as before afterwards."""
+        with self.server.temporary({"autovacuum": "off"}):
+            self.server.reload()
+            deadline = time.monotonic() + 60
+            while True:
+                workers = c.execute(
+                    "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE backend_type = 'autovacuum worker'"
+                ).fetchall()
+                if not workers:
+                    break
+                if time.monotonic() > deadline:
+                    raise CheckFailed(
+                        f"autovacuum workers still running 60 s after autovacuum = off: {workers}"
+                    )
+                time.sleep(0.1)
+            c.execute("CHECKPOINT")
+            yield
 
     # ---- server log
 
