@@ -1,4 +1,4 @@
-"""EngineEnv.writers_quiet(): autovacuum off and its workers gone, a CHECKPOINT, then the
+"""EngineEnv.writers_quiet(): autovacuum off, its launcher and workers gone, a CHECKPOINT, then the
 block; autovacuum as before afterwards (the checksum check relies on it: V3)."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class FakeConn:
 
     def execute(self, sql: str) -> FakeResult:
         rows: list[tuple[int, bool]] = []
-        if "autovacuum worker" in sql:
+        if "autovacuum launcher" in sql:
             rows = self.rounds.pop(0) if self.rounds else []
             self.server.events.append(f"terminate {len(rows)}")
         else:

@@ -288,27 +288,29 @@ class EngineEnv:
     @contextlib.contextmanager
     def writers_quiet(self, c: psycopg.Connection[Any]) -> Iterator[None]:
         """For the block, no other process of the server writes relation files: autovacuum
-        off (reloaded; its running workers are terminated, and the launcher starts no new
-        one while it is off), then a CHECKPOINT, so the background writer and the
-        checkpointer find nothing dirty. For checks whose subject any write anywhere in the
-        server cancels: se2's helper verdicts (docs/storage-engines.md, V3) are not used
-        when a write started after their job was enqueued, and after regress and isolation
-        autovacuum writes through its ring for minutes. ``c``: the check's connection (its
-        own writes are the check's business). Autovacuum is as before afterwards."""
+        off and reloaded, then waited for until neither its launcher (which exits when it
+        reads the setting: autovacuum.c) nor any worker is left (workers are terminated:
+        a running one would go on with its list of tables), then a CHECKPOINT, so the
+        background writer and the checkpointer find nothing dirty. For checks whose
+        subject any write anywhere in the server cancels: se2's helper verdicts
+        (docs/storage-engines.md, V3) are not used when a write started after their job
+        was enqueued, and after regress and isolation autovacuum writes through its ring
+        for minutes. ``c``: the check's connection (its own writes are the check's
+        business). Autovacuum is as before afterwards (the postmaster starts the launcher
+        again at the reload)."""
         with self.server.temporary({"autovacuum": "off"}):
             self.server.reload()
             deadline = time.monotonic() + 60
             while True:
-                workers = c.execute(
-                    "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE backend_type = 'autovacuum worker'"
+                left = c.execute(
+                    "SELECT pid, backend_type, CASE WHEN backend_type = 'autovacuum worker' "
+                    "THEN pg_terminate_backend(pid) END FROM pg_stat_activity "
+                    "WHERE backend_type IN ('autovacuum launcher', 'autovacuum worker')"
                 ).fetchall()
-                if not workers:
+                if not left:
                     break
                 if time.monotonic() > deadline:
-                    raise CheckFailed(
-                        f"autovacuum workers still running 60 s after autovacuum = off: {workers}"
-                    )
+                    raise CheckFailed(f"autovacuum still running 60 s after it was set off: {left}")
                 time.sleep(0.1)
             c.execute("CHECKPOINT")
             yield

@@ -118,7 +118,7 @@ WORK_ON_ID = "sha256(sha256(sha256(int4send(id)))) <> ''::bytea"
 WAIT_FOR_HELPER = {"nvm_verify_wait_for_helper": "on"}
 #: a probe that must see a helper's failed verdict is repeated this often: a write in
 #: progress when a job is enqueued leaves the job unverified (the server's other writers
-#: are kept quiet, but a timed checkpoint may still write)
+#: are kept quiet: a spare for what that cannot rule out, e.g. a checkpoint forced by WAL)
 ATTEMPTS = 5
 
 

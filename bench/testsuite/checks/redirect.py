@@ -490,6 +490,9 @@ AUTOPREWARM = {
     "shared_preload_libraries": "pg_prewarm",
     "pg_prewarm.autoprewarm": "on",
     "pg_prewarm.autoprewarm_interval": "0",
+    # stock autoprewarm stops when no free buffer is left: autovacuum's workers, started
+    # at the same restart, take buffers for their rings
+    "autovacuum": "off",
 }
 AUTOPREWARM_WAIT_S = 60.0
 
