@@ -1,5 +1,5 @@
-"""EngineEnv.writers_quiet(): autovacuum off, its launcher and workers gone, a CHECKPOINT, then the
-block; autovacuum as before afterwards (the checksum check relies on it: V3)."""
+"""EngineEnv.writers_quiet(): autovacuum off, its launcher and workers gone, a CHECKPOINT,
+then the block; autovacuum as before afterwards (the checksum check relies on it: V3)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench.testsuite import context
+from bench.testsuite import proctasks
 from bench.testsuite.context import EngineEnv
 from bench.testsuite.model import CheckFailed
+
+Row = tuple[int, str, bool | None]  # pid, backend_type, pg_terminate_backend() or NULL
+LAUNCHER: Row = (10, "autovacuum launcher", None)
+WORKER: Row = (11, "autovacuum worker", True)
 
 
 class FakeServer:
@@ -30,14 +34,14 @@ class FakeServer:
 
 
 class FakeConn:
-    """Answers the worker query with ``rounds`` (one list of rows per call, then [])."""
+    """Answers the autovacuum query with ``rounds`` (one list of rows per call, then [])."""
 
-    def __init__(self, server: FakeServer, rounds: list[list[tuple[int, bool]]]) -> None:
+    def __init__(self, server: FakeServer, rounds: list[list[Row]]) -> None:
         self.server = server
         self.rounds = rounds
 
     def execute(self, sql: str) -> FakeResult:
-        rows: list[tuple[int, bool]] = []
+        rows: list[Row] = []
         if "autovacuum launcher" in sql:
             rows = self.rounds.pop(0) if self.rounds else []
             self.server.events.append(f"terminate {len(rows)}")
@@ -47,10 +51,10 @@ class FakeConn:
 
 
 class FakeResult:
-    def __init__(self, rows: list[tuple[int, bool]]) -> None:
+    def __init__(self, rows: list[Row]) -> None:
         self.rows = rows
 
-    def fetchall(self) -> list[tuple[int, bool]]:
+    def fetchall(self) -> list[Row]:
         return self.rows
 
 
@@ -61,9 +65,15 @@ def env_with(server: FakeServer) -> EngineEnv:
 
 
 def test_quiet_terminates_workers_then_checkpoints(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(context.time, "sleep", lambda s: None)
+    monkeypatch.setattr(proctasks.time, "sleep", lambda s: None)
     server = FakeServer()
-    conn = FakeConn(server, [[(11, True), (12, True)], [(12, True)]])
+    conn = FakeConn(
+        server,
+        [
+            [(10, "autovacuum launcher", None), (11, "autovacuum worker", True)],
+            [(10, "autovacuum launcher", None)],
+        ],
+    )
     with env_with(server).writers_quiet(conn):  # type: ignore[arg-type]
         server.events.append("body")
     assert server.events == [
@@ -78,12 +88,12 @@ def test_quiet_terminates_workers_then_checkpoints(monkeypatch: pytest.MonkeyPat
     ]
 
 
-def test_quiet_gives_up_on_workers_that_stay(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_quiet_gives_up_on_autovacuum_that_stays(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = iter(range(0, 1000, 7))
-    monkeypatch.setattr(context.time, "monotonic", lambda: next(clock))
-    monkeypatch.setattr(context.time, "sleep", lambda s: None)
+    monkeypatch.setattr(proctasks.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(proctasks.time, "sleep", lambda s: None)
     server = FakeServer()
-    conn = FakeConn(server, [[(11, True)]] * 100)
+    conn = FakeConn(server, [[WORKER]] * 100)
     with (
         pytest.raises(CheckFailed, match="still running"),
         env_with(server).writers_quiet(conn),  # type: ignore[arg-type]

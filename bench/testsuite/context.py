@@ -20,7 +20,7 @@ from bench.core import cluster as clu
 from bench.core import configs, osuser, paths, ui
 from bench.core.configs import AVAILABLE, Config, Verdict
 from bench.core.server import Server
-from bench.testsuite import errmatch, proc
+from bench.testsuite import errmatch, proc, proctasks
 from bench.testsuite.model import CheckFailed
 from bench.testsuite.settings import BASE_SETTINGS, FLAVOUR
 
@@ -300,18 +300,20 @@ class EngineEnv:
         again at the reload)."""
         with self.server.temporary({"autovacuum": "off"}):
             self.server.reload()
-            deadline = time.monotonic() + 60
-            while True:
+
+            def autovacuum_left() -> str | None:
                 left = c.execute(
                     "SELECT pid, backend_type, CASE WHEN backend_type = 'autovacuum worker' "
                     "THEN pg_terminate_backend(pid) END FROM pg_stat_activity "
                     "WHERE backend_type IN ('autovacuum launcher', 'autovacuum worker')"
                 ).fetchall()
-                if not left:
-                    break
-                if time.monotonic() > deadline:
-                    raise CheckFailed(f"autovacuum still running 60 s after it was set off: {left}")
-                time.sleep(0.1)
+                return (
+                    f"autovacuum still running 60 s after it was set off: {left}" if left else None
+                )
+
+            why = proctasks.wait_for(autovacuum_left, timeout=60, interval=0.1)
+            if why is not None:
+                raise CheckFailed(why)
             c.execute("CHECKPOINT")
             yield
 

@@ -62,7 +62,7 @@ once saw during the ``nvm_prefetch = off`` probe (nvm_se2_m1, after regress and 
 
 Any write to a relation file anywhere in the server cancels the helpers' verdicts (V3),
 so the probes run with the server's other writers quiet (``EngineEnv.writers_quiet()``:
-autovacuum off and its workers gone, then a CHECKPOINT). Without that, after regress and
+autovacuum off, its launcher and workers gone, then a CHECKPOINT). Without that, after regress and
 isolation, autovacuum's writes left the helpers' verdict on the corrupted block unused in
 all 5 runs of ``long seqscan`` in a CI run (2026-11-28: ``verified_by_helper+393
 verified_by_backend+2132``); in a quiet run after the same suites, before/after: the
