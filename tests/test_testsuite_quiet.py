@@ -101,3 +101,15 @@ def test_quiet_gives_up_on_autovacuum_that_stays(monkeypatch: pytest.MonkeyPatch
         server.events.append("body")
     assert "body" not in server.events and "CHECKPOINT" not in server.events
     assert server.events[-1] == "restore"
+
+
+def test_quiet_applies_more_settings_with_the_same_reload() -> None:
+    server = FakeServer()
+    conn = FakeConn(server, [])
+    with env_with(server).writers_quiet(conn, also={"bgwriter_lru_maxpages": "0"}):  # type: ignore[arg-type]
+        server.events.append("body")
+    assert server.events[:2] == [
+        "set {'autovacuum': 'off', 'bgwriter_lru_maxpages': '0'}",
+        "reload",
+    ]
+    assert server.events[-2:] == ["body", "restore"]

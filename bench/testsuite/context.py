@@ -286,7 +286,9 @@ class EngineEnv:
     # ---- other writers
 
     @contextlib.contextmanager
-    def writers_quiet(self, c: psycopg.Connection[Any]) -> Iterator[None]:
+    def writers_quiet(
+        self, c: psycopg.Connection[Any], also: dict[str, str] | None = None
+    ) -> Iterator[None]:
         """For the block, no other process of the server writes relation files: autovacuum
         off and reloaded, then waited for until neither its launcher (which exits when it
         reads the setting: autovacuum.c) nor any worker is left (workers are terminated:
@@ -297,8 +299,10 @@ class EngineEnv:
         was enqueued, and after regress and isolation autovacuum writes through its ring
         for minutes. ``c``: the check's connection (its own writes are the check's
         business). Autovacuum is as before afterwards (the postmaster starts the launcher
-        again at the reload)."""
-        with self.server.temporary({"autovacuum": "off"}):
+        again at the reload). ``also``: more reloadable settings for the block, applied with
+        the same reload (``bgwriter_lru_maxpages = 0`` for a block that dirties pages itself
+        and needs them still dirty at its own CHECKPOINT)."""
+        with self.server.temporary({"autovacuum": "off", **(also or {})}):
             self.server.reload()
 
             def autovacuum_left() -> str | None:

@@ -61,8 +61,14 @@ def isolation(env: EngineEnv, limit: float) -> str:
 
 
 def pgnvm_ext(env: EngineEnv, limit: float) -> str:
-    """contrib/pgnvm's own test (the extension's functions in every engine)."""
-    return _suite(env, "contrib/pgnvm", "installcheck", "pgnvm_ext", limit)
+    """contrib/pgnvm's own test (the extension's functions in every engine). Run with the
+    server's other writers quiet (:meth:`EngineEnv.writers_quiet`): it runs right after
+    regress, when autovacuum works through the regression database, and its isolation
+    spec ``backend_counters`` compares one session's counters before and after another's
+    scan exactly (a relcache rebuild after autovacuum vacuumed a catalog, or an eviction by
+    another process' clock sweep, would be one read more)."""
+    with env.server.connect() as c, env.writers_quiet(c):
+        return _suite(env, "contrib/pgnvm", "installcheck", "pgnvm_ext", limit)
 
 
 # prove's closing lines: "Files=50, Tests=477, 230 wallclock secs ..." / "Result: PASS"
