@@ -62,7 +62,10 @@ TABLE = "redir_bt"
 INDEX = "redir_bt_pkey"
 BT_ROWS = 100_000  # ids 4, 8, ..., 4 * BT_ROWS: ~280 leaf pages (the tests' 16 MB pool)
 STEP = 4
-SETTINGS = {"bgwriter_lru_maxpages": "0", "checkpoint_timeout": "1d"}
+#: Dirty pages stay unwritten until the check's CHECKPOINT: no background writer, no
+#: timed checkpoint, and no autovacuum worker whose clock sweep could evict and write one
+#: (after regress and isolation they work through the regression database for minutes).
+SETTINGS = {"bgwriter_lru_maxpages": "0", "checkpoint_timeout": "1d", "autovacuum": "off"}
 SCAN = {
     "enable_seqscan": "off",
     "enable_bitmapscan": "off",
