@@ -283,9 +283,12 @@ def _epoch_probes(
 
 
 def _kept_views(env: EngineEnv) -> str:
-    """Part 5: views kept across pins (H4), probes (1)-(3) of the module's docstring."""
+    """Part 5: views kept across pins (H4), probes (1)-(3) of the module's docstring. With
+    the server's other writers quiet: an autovacuum worker's clock sweep evicting one of the
+    scanned buffers between two scans costs a view (the bounds have a slack of
+    ``slack(KEPT_PAGES)``, and after regress autovacuum works for minutes)."""
     notes = []
-    with env.server.connect() as b, env.server.connect() as a:
+    with env.server.connect() as b, env.server.connect() as a, env.writers_quiet(b):
         nvmstats.ensure_extensions(b)
         b.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
         descriptors = nvmstats.read_pool(b)["descriptors"]
