@@ -143,8 +143,10 @@ PREFAULT_ROUNDS = 50
 
 
 def _prefault(env: EngineEnv) -> str:
-    """Pre-faulting happens before WALWriteLock, not under it."""
-    with env.server.connect() as a, env.server.connect() as b:
+    """Pre-faulting happens before WALWriteLock, not under it. With the server's other
+    writers quiet: the counters are the server's, and each autovacuum worker that starts
+    meanwhile makes its first write into the segment under the lock."""
+    with env.server.connect() as a, env.server.connect() as b, env.writers_quiet(a):
         a.execute("DROP TABLE IF EXISTS wal_prefault")
         a.execute("CREATE TABLE wal_prefault (a int, pad text)")
         # both sessions write once first: each has the current segment mapped
