@@ -67,13 +67,7 @@ def env_with(server: FakeServer) -> EngineEnv:
 def test_quiet_terminates_workers_then_checkpoints(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(proctasks.time, "sleep", lambda s: None)
     server = FakeServer()
-    conn = FakeConn(
-        server,
-        [
-            [(10, "autovacuum launcher", None), (11, "autovacuum worker", True)],
-            [(10, "autovacuum launcher", None)],
-        ],
-    )
+    conn = FakeConn(server, [[LAUNCHER, WORKER], [LAUNCHER]])
     with env_with(server).writers_quiet(conn):  # type: ignore[arg-type]
         server.events.append("body")
     assert server.events == [
