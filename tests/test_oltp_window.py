@@ -204,3 +204,21 @@ def test_warmup_slices_draw_keys_of_their_own() -> None:
     assert f"--random-seed={seeds[1]}" in cmd and f"--random-seed={base}" not in cmd
     default = command()
     assert f"--random-seed={base}" in default  # the measured window's
+
+
+def test_pgnvm_per_txn_rates_without_levels() -> None:
+    """A window's pgnvm counters per transaction: copies, demotions and write-backs are
+    rates; the pool's levels (peak, budget) and the derived bytes are not."""
+    d = {
+        "cow_copies": 300,
+        "cleaner_writes": 150,
+        "demotions": 75,
+        "redirects": 0,
+        "bytes_not_copied": 0,
+        "slots_in_use_peak": 640,
+        "slots": 640,
+    }
+    got = runner.pgnvm_per_txn(d, 1000)
+    assert got == {"cow_copies": 0.3, "cleaner_writes": 0.15, "demotions": 0.075, "redirects": 0.0}
+    assert runner.pgnvm_per_txn(None, 1000) is None
+    assert runner.pgnvm_per_txn(d, 0) is None

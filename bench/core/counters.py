@@ -14,7 +14,8 @@ Also here: the buffer pool's descriptors and DRAM slots, ``pgnvm_pool()`` (1.6,
 and are taken as differences with them (:func:`run_delta`, what a benchmark records around
 one query); the calling backend's prefetch helper pool, ``pgnvm_prefetch()``
 (:func:`read_prefetch_pool`), and the store granularity of WAL written through libpmem2 as
-the server logs it at start (:func:`wal_pmem_logged`).
+the server logs it at start (:func:`wal_pmem_logged`); and :func:`ensure_extension`, which
+makes the extension usable in a benchmark's database.
 """
 
 from __future__ import annotations
@@ -147,6 +148,49 @@ def run_delta(
     if p0 is not None and p1 is not None:
         out.update(pool_delta(p0, p1))
     return out
+
+
+def ensure_extension(
+    conn: psycopg.Connection[Any], schema: str = "pgnvm"
+) -> tuple[str | None, str]:
+    """Make contrib ``pgnvm`` (``pgnvm_stats``, ``pgnvm_pool()``, ``pgnvm_prefetch()``) usable
+    in a benchmark's database: created in ``schema`` (away from the benchmark's tables),
+    updated to this build's version, recreated when an older build's script lacked
+    ``pgnvm_prefetch()``. Called on every set-up, not part of a load (a reused database gets
+    it too). Returns (schema of the extension or None, what happened / why it is not there)."""
+
+    def where() -> str | None:
+        row = conn.execute(
+            "select n.nspname from pg_extension e join pg_namespace n "
+            "on n.oid = e.extnamespace where e.extname = 'pgnvm'"
+        ).fetchone()
+        return str(row[0]) if row else None
+
+    def has_prefetch(nsp: str) -> bool:
+        row = conn.execute(
+            "select to_regprocedure(%s) is not null", (f"{nsp}.pgnvm_prefetch()",)
+        ).fetchone()
+        return bool(row and row[0])
+
+    row = conn.execute("select 1 from pg_available_extensions where name = 'pgnvm'").fetchone()
+    if row is None:
+        return None, "extension pgnvm is not installed in this build"
+    nsp = where()
+    if nsp is not None:
+        # an older build's version: bring it to this build's (pgnvm_counters() is 1.1)
+        conn.execute("alter extension pgnvm update")
+    if nsp is not None and has_prefetch(nsp):
+        return nsp, "present"
+    if nsp is not None:
+        conn.execute("drop extension pgnvm")
+    conn.execute(f"create schema if not exists {schema}")
+    conn.execute(f"create extension pgnvm schema {schema}")
+    nsp = where()
+    if nsp is None:
+        return None, "create extension pgnvm failed"
+    if not has_prefetch(nsp):
+        return nsp, "created; this build has no pgnvm_prefetch()"
+    return nsp, "created"
 
 
 def fmt(d: dict[str, int], keys: tuple[str, ...] | None = None) -> str:

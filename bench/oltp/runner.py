@@ -119,10 +119,18 @@ def numeric_row(conn: psycopg.Connection, sql: str) -> dict[str, float]:
     }
 
 
-def stats_snapshot(conn: psycopg.Connection) -> dict[str, Any]:
+def stats_snapshot(conn: psycopg.Connection, nvm_schema: str | None = None) -> dict[str, Any]:
+    """The statistics views of :data:`_STAT_VIEWS` and the WAL position; with ``nvm_schema``
+    (where extension pgnvm is) also pgnvm's counters and ``pgnvm_pool()`` (the copies,
+    demotions and write-backs of se2's pool), every process's since the server started."""
     conn.execute("select pg_stat_clear_snapshot()")
     snap: dict[str, Any] = {k: numeric_row(conn, q) for k, q in _STAT_VIEWS.items()}
     snap["lsn"] = str(conn.execute("select pg_current_wal_lsn()").fetchone()[0])  # type: ignore[index]
+    if nvm_schema is not None:
+        snap["pgnvm"] = (
+            counters.read_counters(conn, nvm_schema),
+            counters.read_pool(conn, nvm_schema),
+        )
     return snap
 
 
@@ -156,7 +164,23 @@ def stats_delta(conn: psycopg.Connection, a: dict[str, Any], b: dict[str, Any]) 
     }
     row = conn.execute("select pg_wal_lsn_diff(%s, %s)", (b["lsn"], a["lsn"])).fetchone()
     out["wal_bytes"] = int(row[0]) if row else None
+    if "pgnvm" in a and "pgnvm" in b:
+        out["pgnvm"] = counters.run_delta(a["pgnvm"], b["pgnvm"])
     return out
+
+
+def pgnvm_per_txn(delta: dict[str, int] | None, transactions: int) -> dict[str, float] | None:
+    """pgnvm's counters of a window per transaction (what a backend or the background writer
+    did for each: copies, demotions, write-backs, pages read in place); the pool's levels
+    (:data:`bench.core.counters.POOL_LEVELS`) are not rates and are left out. None without
+    counters or transactions."""
+    if not delta or not transactions:
+        return None
+    return {
+        k: round(v / transactions, 4)
+        for k, v in delta.items()
+        if k not in counters.POOL_LEVELS and k not in counters.DERIVED
+    }
 
 
 class CpuSampler:
@@ -459,6 +483,10 @@ class Runner:
             rec["pool"] = {k: srv.show(k) for k in ("shared_buffers", "nvm_buffer_descriptors")}
             rec["max_wal_size_shown"] = srv.show("max_wal_size")
             rec["shmem_bytes"] = shmem_bytes(conn)
+            try:
+                nvm_schema, rec["pgnvm_extension"] = counters.ensure_extension(conn)
+            except psycopg.Error as e:  # the numbers do not depend on it: go on without
+                nvm_schema, rec["pgnvm_extension"] = None, f"failed: {e}".strip()
             if cfg.writes_wal_pmem:
                 rec["wal_pmem"] = _wal_pmem(srv.log_since(log_offset))
             vacuum_s = _vacuum(conn, p.workload) if touch else None
@@ -510,7 +538,7 @@ class Runner:
             srv.log_since(after_checkpoint)
         )
         with srv.connect() as conn:
-            s0 = stats_snapshot(conn)
+            s0 = stats_snapshot(conn, nvm_schema)
             cpu0 = children_cpu()
             sampler = CpuSampler(pm) if pm else None
             prof = (
@@ -531,7 +559,7 @@ class Runner:
             conn.execute("select pg_stat_force_next_flush()")
             rec["stats_flushed"] = await_flushed(conn)
             time.sleep(1.0)
-            rec["stats"] = stats_delta(conn, s0, stats_snapshot(conn))
+            rec["stats"] = stats_delta(conn, s0, stats_snapshot(conn, nvm_schema))
             rec["db_bytes_end"] = targets.database_size(conn)
             rec["pool_covers_db"] = configs.pool_pages_bytes(written) >= rec["db_bytes_end"]
         rec["pgbench_exit"] = r.returncode
@@ -558,6 +586,7 @@ class Runner:
         if rec["transactions"] and rec["stats"].get("wal_bytes") is not None:
             rec["wal_bytes_per_txn"] = round(rec["stats"]["wal_bytes"] / rec["transactions"], 1)
         rec["window"] = window.summary(rec["stats"], rec["transactions"])
+        rec["pgnvm_per_txn"] = pgnvm_per_txn(rec["stats"].get("pgnvm"), rec["transactions"])
         rec["window_flags"] = window.flags(rec["window"], warm, rec["checkpoints_before_window"])
         if r.returncode == 0 and rec["transactions"]:
             rec["status"] = "ok"

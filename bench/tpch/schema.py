@@ -219,48 +219,6 @@ def read_checksum(conn: psycopg.Connection) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
-def ensure_pgnvm_extension(conn: psycopg.Connection) -> tuple[str | None, str]:
-    """Make contrib ``pgnvm`` (``pgnvm_stats``, ``pgnvm_prefetch()``) usable in the benchmark
-    database: created in schema ``pgnvm`` (next to the load checksum, away from the TPC-H
-    tables), updated to this build's version, recreated when an older build's script lacked
-    ``pgnvm_prefetch()``. Called on
-    every set-up, not part of the load (a reused database gets it too). Returns (schema of
-    the extension or None, what happened / why it is not there)."""
-
-    def where() -> str | None:
-        row = conn.execute(
-            "select n.nspname from pg_extension e join pg_namespace n "
-            "on n.oid = e.extnamespace where e.extname = 'pgnvm'"
-        ).fetchone()
-        return str(row[0]) if row else None
-
-    def has_prefetch(nsp: str) -> bool:
-        row = conn.execute(
-            "select to_regprocedure(%s) is not null", (f"{nsp}.pgnvm_prefetch()",)
-        ).fetchone()
-        return bool(row and row[0])
-
-    row = conn.execute("select 1 from pg_available_extensions where name = 'pgnvm'").fetchone()
-    if row is None:
-        return None, "extension pgnvm is not installed in this build"
-    nsp = where()
-    if nsp is not None:
-        # an older build's version: bring it to this build's (pgnvm_counters() is 1.1)
-        conn.execute("alter extension pgnvm update")
-    if nsp is not None and has_prefetch(nsp):
-        return nsp, "present"
-    if nsp is not None:
-        conn.execute("drop extension pgnvm")
-    conn.execute(f"create schema if not exists {META_SCHEMA}")
-    conn.execute(f"create extension pgnvm schema {META_SCHEMA}")
-    nsp = where()
-    if nsp is None:
-        return None, "create extension pgnvm failed"
-    if not has_prefetch(nsp):
-        return nsp, "created; this build has no pgnvm_prefetch()"
-    return nsp, "created"
-
-
 def database_exists(conn: psycopg.Connection) -> bool:
     r = conn.execute("select 1 from pg_database where datname = %s", (DBNAME,)).fetchone()
     return r is not None

@@ -27,7 +27,7 @@ from pathlib import Path
 import psycopg
 
 from bench.core import cluster as clu
-from bench.core import procfs, rootkind, storage, ui
+from bench.core import counters, procfs, rootkind, storage, ui
 from bench.core.server import Server
 from bench.tpch import schema
 from bench.tpch.data import Manifest, fmt_sf
@@ -155,7 +155,9 @@ class Target:
                 result = f"loaded: {why}"
             with srv.connect() as conn:
                 try:
-                    self.pgnvm_schema, self.pgnvm_extension = schema.ensure_pgnvm_extension(conn)
+                    self.pgnvm_schema, self.pgnvm_extension = counters.ensure_extension(
+                        conn, schema.META_SCHEMA
+                    )
                 except psycopg.Error as e:  # the numbers do not depend on it: go on without
                     self.pgnvm_schema, self.pgnvm_extension = None, f"failed: {e}".strip()
                     ui.notice(f"{self.name}: extension pgnvm not usable: {e}")
