@@ -541,6 +541,17 @@ def test_report_memory_experiment_with_the_hybrid_pool(tmp_path: Path) -> None:
     from bench.oltp import cells, charts
 
     assert "memory_ratio.png" in charts.draw(tmp_path, doc, cells.cells(recs))  # with the target
+    # no window counted pgnvm's work: no such section
+    assert "What pgnvm did per transaction" not in md
+    # the hybrid's windows did: one row each, base's (all zeros) none
+    zeros = {k: 0.0 for k, _ in report.PGNVM_COLUMNS}
+    for rec in recs:
+        hy1 = rec["config"] == "nvm_se2_hybrid"
+        rec["pgnvm_per_txn"] = {**zeros, "cow_copies": 0.274, "demotions": 0.27} if hy1 else zeros
+    md = blocks.to_markdown(report.document(doc, {}, recs, []))
+    assert "## What pgnvm did per transaction" in md
+    assert "| nvm_se2_hybrid | YCSB-A, 8c, ratio 1/128 | 1 | 0.274 | 0.000 |" in md
+    assert "| nvm_base_worker | YCSB-A" not in md.split("per transaction")[-1]
 
 
 def test_report_states_the_placement() -> None:

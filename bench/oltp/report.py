@@ -269,6 +269,7 @@ def document(
         b += _memory_ratios_vs_baseline(cs, cfgs, ratios)
     if cs:
         b += _pools(cs, cfgs)
+    b += pgnvm_blocks(records)
     b.append(("h2", "Environment"))
     b.append(
         (
@@ -508,6 +509,58 @@ def window_blocks(records: list[dict[str, Any]], workload: str) -> list[Block]:
             ],
             rows,
         ),
+    ]
+
+
+#: pgnvm's counters shown per transaction (:func:`pgnvm_blocks`): (key, column)
+PGNVM_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("cow_copies", "copies (CoW)"),
+    ("mapped_writes", "write-backs"),
+    ("cleaner_writes", "by the bgwriter's pass"),
+    ("slot_writes", "by the slot clock"),
+    ("demotions", "demotions"),
+    ("redirects", "read in place"),
+    ("hints_skipped", "hints skipped"),
+    ("prunes_deferred", "prunes deferred"),
+)
+
+
+def pgnvm_rows(records: list[dict[str, Any]]) -> list[list[str]]:
+    """One row per repetition whose window counted something of :data:`PGNVM_COLUMNS`
+    (se1/se2; base counts nothing of these), in run order."""
+    rows = []
+    for r in records:
+        per = r.get("pgnvm_per_txn")
+        if r.get("status") != "ok" or not per or not any(per.get(k) for k, _ in PGNVM_COLUMNS):
+            continue
+        w = workloads.WORKLOADS[r["workload"]].title.split(" ")[0]
+        point = f"{w}, {r['clients']}c" + (f", ratio {r['ratio']}" if r.get("ratio") else "")
+        rows.append(
+            [r["config"], point, str(r["rep"])]
+            + [fmt(per.get(k), 3) if k in per else "–" for k, _ in PGNVM_COLUMNS]
+        )
+    return rows
+
+
+def pgnvm_blocks(records: list[dict[str, Any]]) -> list[Block]:
+    """What pgnvm did per transaction in each measured window (:func:`pgnvm_rows`)."""
+    rows = pgnvm_rows(records)
+    if not rows:
+        return []
+    return [
+        ("h2", "What pgnvm did per transaction"),
+        (
+            "p",
+            "Per measured window, every server process's pgnvm counters (`pgnvm_counters()`, "
+            "`pgnvm_pool()`) divided by the window's transactions: copies of pages read in "
+            "place before a change (copy-on-write), write-backs through the mappings (of "
+            "which the background writer's pass ahead of the slot clock and the slot clock's "
+            "callers), pages given up to be read in place again (demotions: the hybrid "
+            "pool's slots), misses read in place, hint bits not set on pages read in place, "
+            "prunes deferred on them (docs/storage-engines.md, R3, R9, H5, H5a). Counts, "
+            "not times.",
+        ),
+        ("table", ["configuration", "point", "rep", *(c for _, c in PGNVM_COLUMNS)], rows),
     ]
 
 
