@@ -222,3 +222,12 @@ def test_pgnvm_per_txn_rates_without_levels() -> None:
     assert got == {"cow_copies": 0.3, "cleaner_writes": 0.15, "demotions": 0.075, "redirects": 0.0}
     assert runner.pgnvm_per_txn(None, 1000) is None
     assert runner.pgnvm_per_txn(d, 0) is None
+
+
+def test_extension_schema_is_not_the_roles() -> None:
+    """A schema named like the server's role comes first on the default search_path: the
+    OLTP load's unqualified tables would go into it (a run made so reloaded usertable)."""
+    from bench.core import osuser
+    from bench.oltp import targets
+
+    assert targets.EXT_SCHEMA != osuser.SERVER_USER

@@ -484,7 +484,9 @@ class Runner:
             rec["max_wal_size_shown"] = srv.show("max_wal_size")
             rec["shmem_bytes"] = shmem_bytes(conn)
             try:
-                nvm_schema, rec["pgnvm_extension"] = counters.ensure_extension(conn)
+                nvm_schema, rec["pgnvm_extension"] = counters.ensure_extension(
+                    conn, targets.EXT_SCHEMA
+                )
             except psycopg.Error as e:  # the numbers do not depend on it: go on without
                 nvm_schema, rec["pgnvm_extension"] = None, f"failed: {e}".strip()
             if cfg.writes_wal_pmem:

@@ -34,6 +34,12 @@ from bench.oltp import pretouch, settings, workloads
 SCHEMA_VERSION = 1
 DBNAME = "oltp"
 META_TABLE = "pgnvm_oltp_load"
+#: where extension pgnvm is created in the database (its counters, read around each window).
+#: Not the server's role name (:data:`bench.core.osuser.SERVER_USER`): a schema named like
+#: the role is first on the default search_path (``"$user"``), and the load's unqualified
+#: tables would then be created in it, beside the extension, and not found by their stamp
+#: (a run made so reloaded usertable)
+EXT_SCHEMA = "pgnvm_ext"
 #: settings of the load (no WAL for the table created and filled in one transaction)
 LOAD_SETTINGS: dict[str, str] = {
     "wal_level": "minimal",
