@@ -103,6 +103,21 @@ _STAT_VIEWS = {
     "checkpointer": "select * from pg_stat_checkpointer",
     "bgwriter": "select * from pg_stat_bgwriter",
     "database": "select * from pg_stat_database where datname = current_database()",
+    # WAL written and flushed, by whom (PostgreSQL 18 counts them in pg_stat_io): a
+    # background writer that writes back a page changed since the last flush flushes WAL
+    # first, under WALWriteLock, which the committing backends wait for
+    "wal_io": "select "
+    + ", ".join(
+        f"coalesce(sum({col}) filter (where backend_type = '{who}'), 0) as {tag}_{col}"
+        for who, tag in (
+            ("client backend", "backends"),
+            ("background writer", "bgwriter"),
+            ("walwriter", "walwriter"),
+            ("checkpointer", "checkpointer"),
+        )
+        for col in ("writes", "fsyncs")
+    )
+    + " from pg_stat_io where object = 'wal'",
 }
 
 
