@@ -498,9 +498,20 @@ def test_report_memory_experiment_with_the_hybrid_pool(tmp_path: Path) -> None:
         ("nvm_se2_hybrid", "1/2"): 4080.0,
         ("nvm_se2_hybrid", "1/128"): 3960.0,
     }
+    # pgbench's CPU seconds in a 60 s window: its share of the vCPUs, which the host's
+    # speed does not move but the server's CPU per transaction does
+    pgbench_cpu = {
+        ("nvm_base_worker", "1/2"): 36.0,
+        ("nvm_base_worker", "1/128"): 31.8,
+        ("nvm_se2", "1/2"): 36.0,
+        ("nvm_se2", "1/128"): 33.0,
+        ("nvm_se2_hybrid", "1/2"): 36.36,
+        ("nvm_se2_hybrid", "1/128"): 35.64,
+    }
     recs = []
     for (cfg, r), t in tps.items():
         rec = _record(cfg, 8, t, ratio=r)
+        rec["pgbench_cpu_s"], rec["elapsed_s"] = pgbench_cpu[(cfg, r)], 60.0
         rec["shared_buffers"] = {"1/2": "1300MB", "1/128": "20MB"}[r]
         rec["shmem_bytes"] = (1400 if r == "1/2" else 60) << 20
         rec["db_bytes_end"] = 2900 << 20
@@ -533,6 +544,10 @@ def test_report_memory_experiment_with_the_hybrid_pool(tmp_path: Path) -> None:
     # hybrid at 1/2: 4080/4000; at 1/128: 3960/2000 at the same ratio, 3960/4000 vs 1/2
     assert "| nvm_se2_hybrid | 1.02× / 1.02× | 1.98× / 0.99× |" in md
     assert "| nvm_base_worker | 1.00× / 1.00× | 1.00× / 0.50× |" in md
+    # at equal host speed: the ratios of pgbench's CPU rates (35.64/31.8, 35.64/36)
+    assert "at equal host speed, estimated" in md
+    assert "| nvm_se2_hybrid | 1.01× / 1.01× | 1.12× / 0.99× |" in md
+    assert "| nvm_base_worker | 1.00× / 1.00× | 1.00× / 0.88× |" in md
     assert "`nvm_se2_hybrid` (database at set-up 2,648 MB): 1/2: 1300MB of slots, 4224MB" in md
     assert md.index(f"{hy} 1/2 |") < md.index(f"{hy} 1/128 |")  # largest ratio first
     assert f"{hy} 1/2 | 1300MB | 4224MB | 1,470 MB | 2,900 MB | yes |" in md

@@ -115,6 +115,21 @@ class Cell:
         """Where the repetitions ran (``same:0``, ``free``), each placement once."""
         return sorted({str(r["placement"]) for r in self.recs if r.get("placement")})
 
+    @property
+    def pgbench_cpu_rate(self) -> float | None:
+        """pgbench's CPU seconds per second of the measured window, median of the reps: on a
+        machine the benchmark saturates, pgbench's share of the vCPUs, which the host's
+        speed does not change (a slower host stretches pgbench's and the server's work per
+        transaction alike) but the server's CPU per transaction does (what it uses is not
+        left to pgbench). Ratios of it estimate throughput ratios at equal host speed."""
+        return self._med(
+            lambda r: (
+                r["pgbench_cpu_s"] / r["elapsed_s"]
+                if r.get("pgbench_cpu_s") and r.get("elapsed_s")
+                else None
+            )
+        )
+
     def cpu_us_per_txn(self) -> dict[str, float]:
         """CPU µs per transaction by group (+ 'other server', 'pgbench'), median of reps."""
         per: dict[str, list[float]] = {}

@@ -617,6 +617,16 @@ def _memory_ratios_vs_baseline(
                 f"{ratio(_div(c, mem.get((settings.BASELINE, r))))} / {ratio(_div(c, base_top))}"
             )
         rows.append(row)
+    speed_rows = []
+    for cfg in cfgs:
+        row = [cfg]
+        for r in ratios:
+            c = mem.get((cfg, r))
+            row.append(
+                f"{ratio(_rate_div(c, mem.get((settings.BASELINE, r))))} / "
+                f"{ratio(_rate_div(c, base_top))}"
+            )
+        speed_rows.append(row)
     return [
         (
             "p",
@@ -624,7 +634,29 @@ def _memory_ratios_vs_baseline(
             f"× `{settings.BASELINE}` at the largest ratio ({top}):",
         ),
         ("table", ["configuration", *ratios], rows),
+        (
+            "p",
+            "The same ratios **at equal host speed, estimated** from pgbench's CPU seconds per "
+            "second (median of the repetitions). A host whose speed drifts (the 2-vCPU guest: "
+            "±15% between points minutes apart, more within one) moves every configuration's "
+            "throughput; where pgbench and the server saturate the vCPUs, pgbench's share of "
+            "them does not move with it (a slower host stretches pgbench's and the server's "
+            "work per transaction alike), but falls as the server needs more CPU per "
+            "transaction. With pgbench's work per transaction the same in every configuration, "
+            "the ratio of two configurations' pgbench CPU rates is their throughput ratio at "
+            "equal host speed. An estimate: it assumes the machine saturated (CPU used ≈ "
+            "vCPUs; runs.jsonl `server_cpu`, `pgbench_cpu_s`) and nothing else running, and "
+            "does not see what the server loses to waiting with vCPUs idle.",
+        ),
+        ("table", ["configuration", *ratios], speed_rows),
     ]
+
+
+def _rate_div(a: Cell | None, b: Cell | None) -> float | None:
+    """a's pgbench CPU rate over b's (:attr:`bench.oltp.cells.Cell.pgbench_cpu_rate`)."""
+    ra = a.pgbench_cpu_rate if a else None
+    rb = b.pgbench_cpu_rate if b else None
+    return ra / rb if ra and rb else None
 
 
 def _pools(cs: dict[str, Cell], cfgs: list[str]) -> list[Block]:
