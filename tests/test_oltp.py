@@ -511,7 +511,8 @@ def test_report_memory_experiment_with_the_hybrid_pool(tmp_path: Path) -> None:
     recs = []
     for (cfg, r), t in tps.items():
         rec = _record(cfg, 8, t, ratio=r)
-        rec["pgbench_cpu_s"], rec["elapsed_s"] = pgbench_cpu[(cfg, r)], 60.0
+        # 40 s: the server's 42.5 CPU seconds of _record and pgbench's saturate 2 vCPUs
+        rec["pgbench_cpu_s"], rec["elapsed_s"] = pgbench_cpu[(cfg, r)], 40.0
         rec["shared_buffers"] = {"1/2": "1300MB", "1/128": "20MB"}[r]
         rec["shmem_bytes"] = (1400 if r == "1/2" else 60) << 20
         rec["db_bytes_end"] = 2900 << 20
@@ -537,7 +538,7 @@ def test_report_memory_experiment_with_the_hybrid_pool(tmp_path: Path) -> None:
     }
     from bench.core import blocks
 
-    md = blocks.to_markdown(report.document(doc, {}, recs, []))
+    md = blocks.to_markdown(report.document(doc, {"cpus": 2}, recs, []))
     assert "× `nvm_base_worker` at the largest ratio (1/2)" in md
     assert "shared_buffers = ratio × data (1/2: 1300MB, 1/128: 20MB)" in md  # largest first
     hy = "| nvm_se2_hybrid | YCSB-A, 8 client(s), ratio"
@@ -546,8 +547,16 @@ def test_report_memory_experiment_with_the_hybrid_pool(tmp_path: Path) -> None:
     assert "| nvm_base_worker | 1.00× / 1.00× | 1.00× / 0.50× |" in md
     # at equal host speed: the ratios of pgbench's CPU rates (35.64/31.8, 35.64/36)
     assert "at equal host speed, estimated" in md
+    assert "used a median of 1.86-1.97 of the 2 vCPUs" in md
     assert "| nvm_se2_hybrid | 1.01× / 1.01× | 1.12× / 0.99× |" in md
     assert "| nvm_base_worker | 1.00× / 1.00× | 1.00× / 0.88× |" in md
+    # not without the vCPUs, nor where a point did not saturate them
+    assert "the number of vCPUs is not recorded" in blocks.to_markdown(
+        report.document(doc, {}, recs, [])
+    )
+    assert "not every point saturated the vCPUs" in blocks.to_markdown(
+        report.document(doc, {"cpus": 4}, recs, [])
+    )
     assert "`nvm_se2_hybrid` (database at set-up 2,648 MB): 1/2: 1300MB of slots, 4224MB" in md
     assert md.index(f"{hy} 1/2 |") < md.index(f"{hy} 1/128 |")  # largest ratio first
     assert f"{hy} 1/2 | 1300MB | 4224MB | 1,470 MB | 2,900 MB | yes |" in md
@@ -563,7 +572,7 @@ def test_report_memory_experiment_with_the_hybrid_pool(tmp_path: Path) -> None:
     for rec in recs:
         hy1 = rec["config"] == "nvm_se2_hybrid"
         rec["pgnvm_per_txn"] = {**zeros, "cow_copies": 0.274, "demotions": 0.27} if hy1 else zeros
-    md = blocks.to_markdown(report.document(doc, {}, recs, []))
+    md = blocks.to_markdown(report.document(doc, {"cpus": 2}, recs, []))
     assert "## What pgnvm did per transaction" in md
     assert "| nvm_se2_hybrid | YCSB-A, 8c, ratio 1/128 | 1 | 0.274 | 0.000 |" in md
     assert "| nvm_base_worker | YCSB-A" not in md.split("per transaction")[-1]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from bench import cli
@@ -231,3 +232,38 @@ def test_extension_schema_is_not_the_roles() -> None:
     from bench.oltp import targets
 
     assert targets.EXT_SCHEMA != osuser.SERVER_USER
+
+
+class _NvmConn:
+    """A connection for :func:`runner.nvm_snapshot`: ``fail`` makes every query raise, as a
+    server whose pgnvm lacks a function does; ``broken`` as a lost connection."""
+
+    def __init__(self, fail: bool = False, broken: bool = False) -> None:
+        self.fail, self.broken, self.closed = fail, broken, False
+
+    def execute(self, sql: str, *args: object) -> None:
+        if self.fail:
+            raise psycopg.errors.UndefinedFunction("function pgnvm_pool() does not exist")
+        raise AssertionError("not reached in these tests")
+
+
+def test_nvm_window_keeps_counters_or_says_why_not() -> None:
+    from bench.core import counters
+
+    c0 = dict.fromkeys((*counters.COUNTERS, *counters.DERIVED), 0)
+    c1 = {**c0, "cow_copies": 30}
+    w = runner.nvm_window((c0, None), (c1, None))
+    assert w == {"pgnvm": {**dict.fromkeys(c0, 0), "cow_copies": 30}}
+    # no extension: nothing, not zeros
+    assert runner.nvm_window((None, None), (None, None)) == {"pgnvm": None}
+    # a reading that failed: no counters, and why
+    w = runner.nvm_window((c0, None), "pgnvm_counters(): no such function")
+    assert w == {"pgnvm": None, "pgnvm_error": "pgnvm_counters(): no such function"}
+
+
+def test_nvm_snapshot_goes_on_without_a_usable_extension() -> None:
+    assert runner.nvm_snapshot(_NvmConn(), None) == (None, None)  # type: ignore[arg-type]
+    got = runner.nvm_snapshot(_NvmConn(fail=True), "pgnvm_ext")  # type: ignore[arg-type]
+    assert isinstance(got, str) and "pgnvm_pool() does not exist" in got
+    with pytest.raises(psycopg.Error):  # a lost connection is not the extension's fault
+        runner.nvm_snapshot(_NvmConn(fail=True, broken=True), "pgnvm_ext")  # type: ignore[arg-type]

@@ -150,14 +150,16 @@ def run_delta(
     return out
 
 
-def ensure_extension(
-    conn: psycopg.Connection[Any], schema: str = "pgnvm"
-) -> tuple[str | None, str]:
+def ensure_extension(conn: psycopg.Connection[Any], schema: str) -> tuple[str | None, str]:
     """Make contrib ``pgnvm`` (``pgnvm_stats``, ``pgnvm_pool()``, ``pgnvm_prefetch()``) usable
-    in a benchmark's database: created in ``schema`` (away from the benchmark's tables),
-    updated to this build's version, recreated when an older build's script lacked
-    ``pgnvm_prefetch()``. Called on every set-up, not part of a load (a reused database gets
-    it too). Returns (schema of the extension or None, what happened / why it is not there)."""
+    in a benchmark's database: created in ``schema`` (away from the benchmark's tables;
+    a schema named like the connecting role is first on the default search path and takes
+    every unqualified CREATE made after it exists: :data:`bench.oltp.targets.EXT_SCHEMA`,
+    :data:`bench.tpch.schema.META_SCHEMA`), updated to this build's version, recreated
+    when an older build's script lacked ``pgnvm_prefetch()``. Called on every set-up, not
+    part of a load (a reused database gets it too). Where the extension exists already, in
+    whatever schema, it stays there. Returns (schema of the extension or None, what
+    happened / why it is not there)."""
 
     def where() -> str | None:
         row = conn.execute(

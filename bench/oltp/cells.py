@@ -130,6 +130,20 @@ class Cell:
             )
         )
 
+    @property
+    def cpu_used(self) -> float | None:
+        """vCPU seconds per second the server's processes and pgbench used in the measured
+        window (median of the reps; 2.0 on a saturated 2-vCPU machine)."""
+
+        def used(r: dict[str, Any]) -> float | None:
+            groups = (r.get("server_cpu") or {}).get("groups")
+            if not groups or not r.get("pgbench_cpu_s") or not r.get("elapsed_s"):
+                return None
+            server = sum(v.get("utime_s", 0.0) + v.get("stime_s", 0.0) for v in groups.values())
+            return (server + r["pgbench_cpu_s"]) / r["elapsed_s"]
+
+        return self._med(used)
+
     def cpu_us_per_txn(self) -> dict[str, float]:
         """CPU µs per transaction by group (+ 'other server', 'pgbench'), median of reps."""
         per: dict[str, list[float]] = {}

@@ -266,7 +266,7 @@ def document(
             rows.append(row)
         main_col = [f"main ({plan['shared_buffers']})"] if main else []
         b.append(("table", ["configuration", *ratios, *main_col], rows))
-        b += _memory_ratios_vs_baseline(cs, cfgs, ratios)
+        b += _memory_ratios_vs_baseline(cs, cfgs, ratios, env.get("cpus"))
     if cs:
         b += _pools(cs, cfgs)
     b += pgnvm_blocks(records)
@@ -600,11 +600,17 @@ def _by_ratio(ratios: Iterable[str]) -> list[str]:
     return sorted(ratios, key=Fraction, reverse=True)
 
 
+#: a point counts as saturated when it used at least this share of the vCPUs
+SATURATED = 0.9
+
+
 def _memory_ratios_vs_baseline(
-    cs: dict[str, Cell], cfgs: list[str], ratios: list[str]
+    cs: dict[str, Cell], cfgs: list[str], ratios: list[str], cpus: Any = None
 ) -> list[Block]:
     """Throughput × the baseline at the same ratio (the same DRAM for its pages) and × the
-    baseline at the largest ratio (issue 22: se2's hybrid pool at 1/128 against stock at 1/2)."""
+    baseline at the largest ratio (issue 22: se2's hybrid pool at 1/128 against stock at 1/2);
+    then, where every point saturated the ``cpus`` vCPUs, the same at equal host speed,
+    estimated from pgbench's CPU (:attr:`bench.oltp.cells.Cell.pgbench_cpu_rate`)."""
     mem = {(c.config, c.ratio): c for c in cs.values() if c.ratio}
     top = _largest(ratios)
     base_top = mem.get((settings.BASELINE, top))
@@ -617,6 +623,28 @@ def _memory_ratios_vs_baseline(
                 f"{ratio(_div(c, mem.get((settings.BASELINE, r))))} / {ratio(_div(c, base_top))}"
             )
         rows.append(row)
+    out: list[Block] = [
+        (
+            "p",
+            f"Throughput × `{settings.BASELINE}` at the same ratio (the same shared_buffers) / "
+            f"× `{settings.BASELINE}` at the largest ratio ({top}):",
+        ),
+        ("table", ["configuration", *ratios], rows),
+    ]
+    used = [c.cpu_used for c in mem.values()]
+    try:
+        n = float(cpus)
+    except (TypeError, ValueError):
+        n = 0.0
+    if not n or any(u is None or u < SATURATED * n for u in used):
+        why = (
+            "the number of vCPUs is not recorded"
+            if not n
+            else "not every point saturated the vCPUs (or its CPU was not recorded): "
+            + ", ".join("–" if u is None else f"{u:.2f}" for u in used)
+            + f" of {n:g} vCPU seconds per second"
+        )
+        return [*out, ("p", f"No estimate at equal host speed: {why}.")]
     speed_rows = []
     for cfg in cfgs:
         row = [cfg]
@@ -628,25 +656,23 @@ def _memory_ratios_vs_baseline(
             )
         speed_rows.append(row)
     return [
-        (
-            "p",
-            f"Throughput × `{settings.BASELINE}` at the same ratio (the same shared_buffers) / "
-            f"× `{settings.BASELINE}` at the largest ratio ({top}):",
-        ),
-        ("table", ["configuration", *ratios], rows),
+        *out,
         (
             "p",
             "The same ratios **at equal host speed, estimated** from pgbench's CPU seconds per "
-            "second (median of the repetitions). A host whose speed drifts (the 2-vCPU guest: "
-            "±15% between points minutes apart, more within one) moves every configuration's "
-            "throughput; where pgbench and the server saturate the vCPUs, pgbench's share of "
-            "them does not move with it (a slower host stretches pgbench's and the server's "
-            "work per transaction alike), but falls as the server needs more CPU per "
-            "transaction. With pgbench's work per transaction the same in every configuration, "
-            "the ratio of two configurations' pgbench CPU rates is their throughput ratio at "
-            "equal host speed. An estimate: it assumes the machine saturated (CPU used ≈ "
-            "vCPUs; runs.jsonl `server_cpu`, `pgbench_cpu_s`) and nothing else running, and "
-            "does not see what the server loses to waiting with vCPUs idle.",
+            "second (median of the repetitions; the cells' repetitions used a median of "
+            + f"{min(u for u in used if u is not None):.2f}-"
+            + f"{max(u for u in used if u is not None):.2f} of the {n:g} vCPUs). A host "
+            "whose speed drifts moves every configuration's throughput; where pgbench and the "
+            "server saturate the vCPUs, pgbench's CPU rate does not move with it (a slower "
+            "host stretches pgbench's and the server's work per transaction alike), but falls "
+            "as the server needs more CPU per transaction. With pgbench's work per "
+            "transaction the same in every configuration, the ratio of two configurations' "
+            "pgbench CPU rates is their throughput ratio at equal host speed. An estimate, "
+            "without an error bar: it assumes nothing else running and a slowdown that "
+            "stretches pgbench's work as much as the server's (memory-bound copies may slow "
+            "more than pgbench's system calls), and it counts vCPU time lost to idling as "
+            "the server's. The throughput ratios above are the measurement.",
         ),
         ("table", ["configuration", *ratios], speed_rows),
     ]

@@ -134,19 +134,50 @@ def numeric_row(conn: psycopg.Connection, sql: str) -> dict[str, float]:
     }
 
 
-def stats_snapshot(conn: psycopg.Connection, nvm_schema: str | None = None) -> dict[str, Any]:
-    """The statistics views of :data:`_STAT_VIEWS` and the WAL position; with ``nvm_schema``
-    (where extension pgnvm is) also pgnvm's counters and ``pgnvm_pool()`` (the copies,
-    demotions and write-backs of se2's pool), every process's since the server started."""
+def stats_snapshot(conn: psycopg.Connection) -> dict[str, Any]:
+    """The statistics views of :data:`_STAT_VIEWS` and the WAL position."""
     conn.execute("select pg_stat_clear_snapshot()")
     snap: dict[str, Any] = {k: numeric_row(conn, q) for k, q in _STAT_VIEWS.items()}
     snap["lsn"] = str(conn.execute("select pg_current_wal_lsn()").fetchone()[0])  # type: ignore[index]
-    if nvm_schema is not None:
-        snap["pgnvm"] = (
-            counters.read_counters(conn, nvm_schema),
-            counters.read_pool(conn, nvm_schema),
-        )
     return snap
+
+
+NvmReading = tuple[dict[str, int] | None, dict[str, int] | None]
+
+
+def nvm_snapshot(conn: psycopg.Connection, schema: str | None) -> NvmReading | str:
+    """pgnvm's counters and ``pgnvm_pool()`` (the copies, demotions and write-backs of se2's
+    pool), every process's since the server started: shared counters, current at once (no
+    statistics flush to wait for), so they are read right at the window's ends. (None, None)
+    without the extension; the error's text where the server's pgnvm cannot give them (an
+    older build's: no pgnvm_pool(), a counter missing): the run goes on without them. A
+    broken connection raises."""
+    if schema is None:
+        return (None, None)
+    try:
+        c = counters.read_counters(conn, schema)
+    except psycopg.Error as e:
+        if conn.broken or conn.closed:
+            raise
+        return f"pgnvm_counters(): {e}".strip()
+    try:
+        pool: dict[str, int] | None = counters.read_pool(conn, schema)
+    except psycopg.Error:
+        if conn.broken or conn.closed:
+            raise
+        pool = None  # pgnvm < 1.6: the counters alone (run_delta)
+    return (c, pool)
+
+
+def nvm_window(before: NvmReading | str, after: NvmReading | str) -> dict[str, Any]:
+    """What a window's record keeps of two :func:`nvm_snapshot` readings: ``pgnvm`` (the
+    counters' differences, :func:`bench.core.counters.run_delta`; None without the
+    extension) or ``pgnvm_error``."""
+    for x in (before, after):
+        if isinstance(x, str):
+            return {"pgnvm": None, "pgnvm_error": x}
+    assert not isinstance(before, str) and not isinstance(after, str)
+    return {"pgnvm": counters.run_delta(before, after)}
 
 
 #: client backends other than the asking one: pgbench's, while they last
@@ -179,8 +210,6 @@ def stats_delta(conn: psycopg.Connection, a: dict[str, Any], b: dict[str, Any]) 
     }
     row = conn.execute("select pg_wal_lsn_diff(%s, %s)", (b["lsn"], a["lsn"])).fetchone()
     out["wal_bytes"] = int(row[0]) if row else None
-    if "pgnvm" in a and "pgnvm" in b:
-        out["pgnvm"] = counters.run_delta(a["pgnvm"], b["pgnvm"])
     return out
 
 
@@ -504,6 +533,7 @@ class Runner:
                 )
             except psycopg.Error as e:  # the numbers do not depend on it: go on without
                 nvm_schema, rec["pgnvm_extension"] = None, f"failed: {e}".strip()
+            rec["pgnvm_schema"] = nvm_schema
             if cfg.writes_wal_pmem:
                 rec["wal_pmem"] = _wal_pmem(srv.log_since(log_offset))
             vacuum_s = _vacuum(conn, p.workload) if touch else None
@@ -555,28 +585,35 @@ class Runner:
             srv.log_since(after_checkpoint)
         )
         with srv.connect() as conn:
-            s0 = stats_snapshot(conn, nvm_schema)
-            cpu0 = children_cpu()
+            s0 = stats_snapshot(conn)
             sampler = CpuSampler(pm) if pm else None
             prof = (
                 profile.PointProfile(srv.connect, self.out / "perf" / f"{p.key}.data")
                 if o.profile and p.rep == 1
                 else None
             )
-            t0 = time.monotonic()
             with sampler or contextlib.nullcontext(), prof or contextlib.nullcontext():
+                n0 = nvm_snapshot(conn, nvm_schema)
+                # pgbench's CPU alone: perf (a child too) is still running, not yet waited for
+                cpu0 = children_cpu()
+                t0 = time.monotonic()
                 r = bench(o.duration, prefix)
-            rec["elapsed_s"] = round(time.monotonic() - t0, 3)
+                rec["elapsed_s"] = round(time.monotonic() - t0, 3)
+                rec["pgbench_cpu_s"] = round(children_cpu() - cpu0, 3)
+                n1 = nvm_snapshot(conn, nvm_schema)
             if prof is not None:
                 rec["profile"] = prof.record()
-            rec["pgbench_cpu_s"] = round(children_cpu() - cpu0, 3)
             if sampler:
                 rec["server_cpu"] = sampler.delta()
                 rec["run_backend_cpus"] = sampler.backend_cpus()
             conn.execute("select pg_stat_force_next_flush()")
             rec["stats_flushed"] = await_flushed(conn)
             time.sleep(1.0)
-            rec["stats"] = stats_delta(conn, s0, stats_snapshot(conn, nvm_schema))
+            rec["stats"] = stats_delta(conn, s0, stats_snapshot(conn))
+            nw = nvm_window(n0, n1)
+            rec["stats"]["pgnvm"] = nw["pgnvm"]
+            if "pgnvm_error" in nw:
+                rec["pgnvm_error"] = nw["pgnvm_error"]
             rec["db_bytes_end"] = targets.database_size(conn)
             rec["pool_covers_db"] = configs.pool_pages_bytes(written) >= rec["db_bytes_end"]
         rec["pgbench_exit"] = r.returncode

@@ -32,6 +32,11 @@ from bench.tpch.data import TABLES, Manifest, fmt_sf
 #: Bump whenever the DDL or the load procedure changes: every loaded database is then reloaded.
 SCHEMA_VERSION = 1
 DBNAME = "tpch"
+#: pgnvm's own schema in database tpch: the load's stamp table and extension pgnvm. Named
+#: like the server's role, so first on the default search path (``"$user"``); harmless
+#: here because every load creates its tables in a new database before this schema exists
+#: and names its stamp table with the schema (the OLTP job, whose load may run in an
+#: existing database, uses another: bench.oltp.targets.EXT_SCHEMA)
 META_SCHEMA = "pgnvm"
 META_TABLE = f"{META_SCHEMA}.tpch_load"
 
