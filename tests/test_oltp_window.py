@@ -253,12 +253,13 @@ def test_nvm_window_keeps_counters_or_says_why_not() -> None:
     c0 = dict.fromkeys((*counters.COUNTERS, *counters.DERIVED), 0)
     c1 = {**c0, "cow_copies": 30}
     w = runner.nvm_window((c0, None), (c1, None))
-    assert w == {"pgnvm": {**dict.fromkeys(c0, 0), "cow_copies": 30}}
+    assert w == ({**dict.fromkeys(c0, 0), "cow_copies": 30}, None)
     # no extension: nothing, not zeros
-    assert runner.nvm_window((None, None), (None, None)) == {"pgnvm": None}
-    # a reading that failed: no counters, and why
-    w = runner.nvm_window((c0, None), "pgnvm_counters(): no such function")
-    assert w == {"pgnvm": None, "pgnvm_error": "pgnvm_counters(): no such function"}
+    assert runner.nvm_window((None, None), (None, None)) == (None, None)
+    # a reading that failed (either end): no counters, and why
+    why = "pgnvm_counters(): no such function"
+    assert runner.nvm_window((c0, None), why) == (None, why)
+    assert runner.nvm_window(why, (c1, None)) == (None, why)
 
 
 def test_nvm_snapshot_goes_on_without_a_usable_extension() -> None:

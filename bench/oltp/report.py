@@ -7,7 +7,7 @@ HTML)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -614,15 +614,20 @@ def _memory_ratios_vs_baseline(
     mem = {(c.config, c.ratio): c for c in cs.values() if c.ratio}
     top = _largest(ratios)
     base_top = mem.get((settings.BASELINE, top))
-    rows = []
-    for cfg in cfgs:
-        row = [cfg]
-        for r in ratios:
-            c = mem.get((cfg, r))
-            row.append(
-                f"{ratio(_div(c, mem.get((settings.BASELINE, r))))} / {ratio(_div(c, base_top))}"
-            )
-        rows.append(row)
+
+    def table(div: Callable[[Cell | None, Cell | None], float | None]) -> list[list[str]]:
+        """Per configuration and ratio: ``div`` × the baseline at that ratio / at ``top``."""
+        return [
+            [cfg]
+            + [
+                f"{ratio(div(mem.get((cfg, r)), mem.get((settings.BASELINE, r))))} / "
+                f"{ratio(div(mem.get((cfg, r)), base_top))}"
+                for r in ratios
+            ]
+            for cfg in cfgs
+        ]
+
+    rows = table(_div)
     out: list[Block] = [
         (
             "p",
@@ -645,16 +650,7 @@ def _memory_ratios_vs_baseline(
             + f" of {n:g} vCPU seconds per second"
         )
         return [*out, ("p", f"No estimate at equal host speed: {why}.")]
-    speed_rows = []
-    for cfg in cfgs:
-        row = [cfg]
-        for r in ratios:
-            c = mem.get((cfg, r))
-            row.append(
-                f"{ratio(_rate_div(c, mem.get((settings.BASELINE, r))))} / "
-                f"{ratio(_rate_div(c, base_top))}"
-            )
-        speed_rows.append(row)
+    speed_rows = table(_rate_div)
     return [
         *out,
         (

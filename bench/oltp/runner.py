@@ -169,15 +169,17 @@ def nvm_snapshot(conn: psycopg.Connection, schema: str | None) -> NvmReading | s
     return (c, pool)
 
 
-def nvm_window(before: NvmReading | str, after: NvmReading | str) -> dict[str, Any]:
-    """What a window's record keeps of two :func:`nvm_snapshot` readings: ``pgnvm`` (the
-    counters' differences, :func:`bench.core.counters.run_delta`; None without the
-    extension) or ``pgnvm_error``."""
-    for x in (before, after):
-        if isinstance(x, str):
-            return {"pgnvm": None, "pgnvm_error": x}
-    assert not isinstance(before, str) and not isinstance(after, str)
-    return {"pgnvm": counters.run_delta(before, after)}
+def nvm_window(
+    before: NvmReading | str, after: NvmReading | str
+) -> tuple[dict[str, int] | None, str | None]:
+    """A window's pgnvm counters from two :func:`nvm_snapshot` readings: (their differences,
+    :func:`bench.core.counters.run_delta`, None without the extension; None) or (None, the
+    error of a reading that failed)."""
+    if isinstance(before, str):
+        return None, before
+    if isinstance(after, str):
+        return None, after
+    return counters.run_delta(before, after), None
 
 
 #: client backends other than the asking one: pgbench's, while they last
@@ -610,10 +612,9 @@ class Runner:
             rec["stats_flushed"] = await_flushed(conn)
             time.sleep(1.0)
             rec["stats"] = stats_delta(conn, s0, stats_snapshot(conn))
-            nw = nvm_window(n0, n1)
-            rec["stats"]["pgnvm"] = nw["pgnvm"]
-            if "pgnvm_error" in nw:
-                rec["pgnvm_error"] = nw["pgnvm_error"]
+            rec["stats"]["pgnvm"], nvm_error = nvm_window(n0, n1)
+            if nvm_error is not None:
+                rec["pgnvm_error"] = nvm_error
             rec["db_bytes_end"] = targets.database_size(conn)
             rec["pool_covers_db"] = configs.pool_pages_bytes(written) >= rec["db_bytes_end"]
         rec["pgbench_exit"] = r.returncode
